@@ -1,0 +1,8 @@
+"""Facts: scoped, versioned memory with revisions."""
+
+from django.apps import AppConfig
+
+
+class FactsConfig(AppConfig):
+    name = "facts"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,129 @@
+"""Facts and their append-only revisions.
+
+A `Fact` row is the current state of one remembered thing (what reads use); every
+version of it is a `FactRevision`, kept with the interval in which it was current
+(`recorded_at` until `superseded_at`). The database enforces the two invariants that
+matter under concurrency: one current revision per fact, and one live fact per slot
+(tenant, project, participant, conversation, namespace, type, key).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from memoryhub.scoping import ScopedManager
+
+
+class Trust(models.TextChoices):
+    ASSERTED = "asserted"
+    UNVERIFIED = "unverified"
+    VERIFIED = "verified"
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active"
+    PENDING = "pending"
+    REJECTED = "rejected"
+    DELETED = "deleted"
+    EXPIRED = "expired"
+
+
+class InvalidationReason(models.TextChoices):
+    SUPERSEDED = "superseded"
+    DELETED = "deleted"
+    ERASED = "erased"
+    EXPIRED = "expired"
+
+
+# Statuses in which a fact still holds its key slot.
+SLOT_HOLDING = [Status.ACTIVE, Status.PENDING]
+
+
+class FactFields(models.Model):
+    """The versioned part of a fact: what every revision snapshots."""
+
+    type = models.CharField(max_length=200)
+    key = models.CharField(max_length=200, null=True, blank=True)
+    namespace = models.CharField(max_length=200, null=True, blank=True)
+    content = models.JSONField()
+    content_hash = models.CharField(max_length=71)  # "sha256:" + 64 hex
+    size = models.PositiveIntegerField()
+    text = models.TextField(blank=True)  # the searchable text of `content`
+    trust = models.CharField(max_length=16, choices=Trust.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    attributed_to = models.JSONField()
+    generated_by = models.JSONField(null=True, blank=True)
+    subjects = models.JSONField(default=list)
+    references = models.JSONField(default=list)  # ids of other facts of the same project
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_until = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    verified_by = models.CharField(max_length=200, null=True, blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Fact(FactFields):
+    """One remembered thing, in its current state."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey("memoryhub.Tenant", on_delete=models.CASCADE, related_name="facts")
+    project = models.ForeignKey("memoryhub.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="facts")
+    participant_id = models.CharField(max_length=200, null=True, blank=True)
+    conversation_id = models.UUIDField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    objects = ScopedManager(tenant_wide_rows=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "project", "participant_id", "conversation_id", "namespace", "type", "key"],
+                condition=Q(key__isnull=False, status__in=SLOT_HOLDING),
+                nulls_distinct=False,
+                name="fact_one_live_fact_per_slot",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "project", "-created_at", "-id"], name="fact_list_order"),
+            models.Index(fields=["tenant", "project", "participant_id", "type"], name="fact_participant_type"),
+            models.Index(fields=["tenant", "project", "namespace", "key"], name="fact_namespace_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.id} v{self.version}"
+
+
+class FactRevision(FactFields):
+    """One version of a fact, append-only; current from `recorded_at` until `superseded_at`."""
+
+    id = models.BigAutoField(primary_key=True)
+    fact = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="revisions")
+    tenant = models.ForeignKey("memoryhub.Tenant", on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey("memoryhub.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    participant_id = models.CharField(max_length=200, null=True, blank=True)
+    conversation_id = models.UUIDField(null=True, blank=True)
+    version = models.PositiveIntegerField()
+    recorded_at = models.DateTimeField()
+    recorded_by = models.JSONField()  # who wrote this revision ({id, kind}), e.g. the verifier
+    superseded_at = models.DateTimeField(null=True, blank=True)
+    invalidation_reason = models.CharField(max_length=16, choices=InvalidationReason.choices, null=True, blank=True)
+
+    objects = ScopedManager(tenant_wide_rows=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["fact", "version"], name="revision_unique_version"),
+            models.UniqueConstraint(fields=["fact"], condition=Q(superseded_at__isnull=True), name="revision_one_current_per_fact"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fact_id} v{self.version}"

@@ -1,0 +1,102 @@
+"""Reads of facts. Every queryset starts from the scoped manager (tenant and project in
+its SQL) and narrows to what the principal may see; nothing is filtered after the fact."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from facts.models import Fact, FactRevision, Status
+from memoryhub.errors import NotFound
+from memoryhub.services import Principal
+
+
+def facts_visible(*, principal: Principal) -> QuerySet[Fact]:
+    """Every fact (any status) the principal may read.
+
+    A participant-bound key reads only its participant's facts; reading facts kept for
+    participants takes write access (the participant rule); a read key sees the rest.
+    """
+    queryset = Fact.objects.all()
+    if principal.participant_id is not None:
+        queryset = queryset.filter(participant_id=principal.participant_id)
+    elif not principal.can_write:
+        queryset = queryset.filter(participant_id__isnull=True)
+    return queryset
+
+
+def live_condition(now: datetime | None = None) -> Q:
+    """Facts a read may return: active, not expired, still valid (checked at read time)."""
+    now = now or timezone.now()
+    return (
+        Q(status=Status.ACTIVE)
+        & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        & (Q(valid_until__isnull=True) | Q(valid_until__gt=now))
+    )
+
+
+def expired_condition(now: datetime | None = None) -> Q:
+    now = now or timezone.now()
+    return Q(status=Status.EXPIRED) | Q(status=Status.ACTIVE) & (Q(expires_at__lte=now) | Q(valid_until__lte=now))
+
+
+def facts_list(*, principal: Principal, status: str = Status.ACTIVE) -> QuerySet[Fact]:
+    """The facts a list shows for a status; `active` means live at this moment."""
+    queryset = facts_visible(principal=principal)
+    if status == Status.ACTIVE:
+        return queryset.filter(live_condition())
+    if status == Status.EXPIRED:
+        return queryset.filter(expired_condition())
+    return queryset.filter(status=status)
+
+
+def effective_status(fact: Fact | FactRevision, now: datetime | None = None) -> str:
+    now = now or timezone.now()
+    if fact.status == Status.ACTIVE and (
+        (fact.expires_at is not None and fact.expires_at <= now) or (fact.valid_until is not None and fact.valid_until <= now)
+    ):
+        return Status.EXPIRED
+    return fact.status
+
+
+def fact_get(*, principal: Principal, fact_id) -> Fact:
+    fact = facts_visible(principal=principal).filter(id=fact_id).first()
+    if fact is None:
+        raise NotFound("No such fact here.")
+    return fact
+
+
+def fact_for_change(*, principal: Principal, fact_id) -> Fact:
+    """The fact, locked for the rest of the transaction (the caller owns it)."""
+    fact = facts_visible(principal=principal).select_for_update().filter(id=fact_id).first()
+    if fact is None:
+        raise NotFound("No such fact here.")
+    return fact
+
+
+def fact_revisions(*, principal: Principal, fact_id) -> tuple[Fact, list[FactRevision]]:
+    fact = fact_get(principal=principal, fact_id=fact_id)
+    return fact, list(FactRevision.objects.filter(fact_id=fact.id).order_by("version"))
+
+
+def fact_revision(*, principal: Principal, fact_id, version: int) -> tuple[Fact, FactRevision]:
+    fact = fact_get(principal=principal, fact_id=fact_id)
+    revision = FactRevision.objects.filter(fact_id=fact.id, version=version).first()
+    if revision is None:
+        raise NotFound(f"The fact has no revision {version} (it is at version {fact.version}).")
+    return fact, revision
+
+
+def fact_as_of(*, principal: Principal, fact_id, at: datetime) -> tuple[Fact, FactRevision]:
+    """The revision that was current at `at` (also before a later delete)."""
+    fact = fact_get(principal=principal, fact_id=fact_id)
+    revision = (
+        FactRevision.objects.filter(fact_id=fact.id, recorded_at__lte=at)
+        .filter(Q(superseded_at__isnull=True) | Q(superseded_at__gt=at))
+        .first()
+    )
+    if revision is None:
+        raise NotFound(f"The fact had no current revision at {at.isoformat()}.")
+    return fact, revision

@@ -1,0 +1,361 @@
+"""Writes to facts: write (with key slots), batch write, supersede, verify, delete.
+
+Each function owns its transaction. Revisions are append-only: a change closes the
+current revision (`superseded_at`, `invalidation_reason`) and inserts the next one; the
+fact row is locked (`SELECT … FOR UPDATE`) for the change, so two racing writers are
+serialised and the loser sees the new version (`409 version-conflict`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from facts.content import content_hash, content_problems, name_problem
+from facts.models import SLOT_HOLDING, Fact, FactFields, FactRevision, InvalidationReason, Status, Trust
+from facts.selectors import fact_for_change
+from memoryhub.errors import ApplicationError, Forbidden, ValidationFailed, VersionConflict
+from memoryhub.models import Role
+from memoryhub.services import Principal
+
+UNSET: Any = object()  # a scope field the client did not send
+MAX_BATCH = 1000
+MAX_REFERENCES = 100
+MAX_SUBJECTS = 50
+SUBJECT_KINDS = {"participant", "user", "external"}
+
+
+class FactNotActive(ApplicationError):
+    status, code, title = 409, "fact-not-active", "Fact is not active"
+
+
+@dataclass
+class FactInput:
+    """A fact as a client asks for it, before the server decides scope, trust and attribution."""
+
+    type: str
+    content: Any
+    key: str | None = None
+    namespace: str | None = None
+    project_id: Any = UNSET
+    participant_id: str | None = None
+    conversation_id: Any = None
+    subjects: list[dict] | None = None
+    references: list[str] = field(default_factory=list)
+    expires_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+
+
+@dataclass
+class Provenance:
+    """Who writes and with what trust: from the credential, never from the body."""
+
+    trust: str
+    attributed_to: dict
+    generated_by: dict | None = None
+    status: str = Status.ACTIVE
+
+
+def provenance_for(principal: Principal) -> Provenance:
+    return Provenance(trust=Trust.ASSERTED, attributed_to={"id": str(principal.user_id), "kind": "user"})
+
+
+# --- validation ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Prepared:
+    data: FactInput
+    project_id: Any
+    canonical: bytes
+    text: str
+    subjects: list[dict]
+    references: list[str]
+
+
+def _prepare(principal: Principal, data: FactInput, prefix: str = "") -> tuple[_Prepared | None, dict[str, list[str]]]:
+    errors: dict[str, list[str]] = {}
+
+    def err(name: str, message: str) -> None:
+        errors.setdefault(prefix + name, []).append(message)
+
+    if problem := name_problem(data.type, "type"):
+        err("type", problem)
+    if data.key is not None and (problem := name_problem(data.key, "key")):
+        err("key", problem)
+    if data.namespace is not None and (problem := name_problem(data.namespace, "namespace")):
+        err("namespace", problem)
+    problems, canonical, text = content_problems(data.content)
+    for problem in problems:
+        err("content", problem)
+    if data.valid_from and data.valid_until and data.valid_until <= data.valid_from:
+        err("validUntil", "validUntil must be after validFrom")
+    if data.participant_id is not None and (not isinstance(data.participant_id, str) or not 1 <= len(data.participant_id) <= 200):
+        err("scope.participantId", "participantId must be 1 to 200 characters")
+    subjects = data.subjects
+    if subjects is None:
+        subjects = [{"kind": "participant", "id": data.participant_id}] if data.participant_id else []
+    if len(subjects) > MAX_SUBJECTS:
+        err("subjects", f"at most {MAX_SUBJECTS} subjects")
+    for index, subject in enumerate(subjects):
+        if subject.get("kind") not in SUBJECT_KINDS or not isinstance(subject.get("id"), str) or not subject["id"]:
+            err(f"subjects[{index}]", "a subject is {kind: participant|user|external, id: non-empty string}")
+    references = [str(ref) for ref in data.references]
+    if len(references) > MAX_REFERENCES:
+        err("references", f"at most {MAX_REFERENCES} references")
+    if errors:
+        return None, errors
+
+    # Scope: decided from the credential; the body may only narrow it.
+    if data.project_id is UNSET:
+        project_id = principal.project_id
+    elif data.project_id is None:
+        project_id = None
+    else:
+        project_id = principal.project_for(data.project_id)
+    participant_id = data.participant_id
+    if principal.participant_id is not None and participant_id is None:
+        participant_id = principal.participant_id  # a bound key writes for its participant only
+        if data.subjects is None:
+            subjects = [{"kind": "participant", "id": participant_id}]
+    principal.require_participant(participant_id)
+    if project_id is None:
+        if participant_id is not None or data.conversation_id is not None:
+            err(prefix + "scope", "a tenant-wide fact names no participant or conversation; give a projectId")
+            return None, errors
+        if principal.rank < 4:
+            raise Forbidden("Tenant-wide facts (no projectId) take an admin key.")
+    data.participant_id = participant_id
+    return _Prepared(data, project_id, canonical, text, [dict(s) for s in subjects], references), {}
+
+
+def _check_references(principal: Principal, items: list[_Prepared], prefix_of) -> None:
+    wanted = {ref for item in items for ref in item.references}
+    if not wanted:
+        return
+    found = {
+        (str(row[0]), row[1])
+        for row in Fact.objects.filter(id__in=list(wanted)).values_list("id", "project_id")
+    }
+    by_id = {fid: project for fid, project in found}
+    errors: dict[str, list[str]] = {}
+    for index, item in enumerate(items):
+        for ref in item.references:
+            if ref not in by_id or by_id[ref] != item.project_id:
+                errors.setdefault(prefix_of(index) + "references", []).append(
+                    f"{ref} is not a fact of the same project"
+                )
+    if errors:
+        raise ValidationFailed(next(iter(errors.items()))[1][0], errors=errors)
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+def _later(previous: datetime | None) -> datetime:
+    """Now, but strictly after `previous`, so revision intervals never overlap or invert."""
+    now = timezone.now()
+    if previous is not None and now <= previous:
+        now = previous + timedelta(microseconds=1)
+    return now
+
+
+def _apply(fact: Fact, item: _Prepared, provenance: Provenance) -> None:
+    data = item.data
+    fact.type = data.type
+    fact.key = data.key
+    fact.namespace = data.namespace
+    fact.content = data.content
+    fact.content_hash = content_hash(item.canonical)
+    fact.size = len(item.canonical)
+    fact.text = item.text
+    fact.trust = provenance.trust
+    fact.status = provenance.status
+    fact.attributed_to = provenance.attributed_to
+    fact.generated_by = provenance.generated_by
+    fact.subjects = item.subjects
+    fact.references = item.references
+    fact.valid_from = data.valid_from
+    fact.valid_until = data.valid_until
+    fact.expires_at = data.expires_at
+    fact.verified_by = None
+    fact.verified_at = None
+    fact.embedding_model = None
+
+
+def _snapshot(fact: Fact, *, recorded_at: datetime, recorded_by: dict) -> FactRevision:
+    revision = FactRevision(
+        fact_id=fact.id, tenant_id=fact.tenant_id, project_id=fact.project_id, participant_id=fact.participant_id,
+        conversation_id=fact.conversation_id, version=fact.version, recorded_at=recorded_at, recorded_by=recorded_by,
+    )
+    for name in _VERSIONED_FIELDS:
+        setattr(revision, name, getattr(fact, name))
+    return revision
+
+
+_VERSIONED_FIELDS = [f.name for f in FactFields._meta.fields]
+
+
+def _close_current(fact: Fact, *, at: datetime, reason: str) -> None:
+    closed = FactRevision.objects.filter(fact_id=fact.id, superseded_at__isnull=True).update(
+        superseded_at=at, invalidation_reason=reason
+    )
+    if closed != 1:
+        raise RuntimeError(f"fact {fact.id} had {closed} current revisions")
+
+
+def _next_revision(fact: Fact, *, recorded_by: dict, reason: str = InvalidationReason.SUPERSEDED) -> Fact:
+    """Close the current revision of a locked fact and record its new state as the next one."""
+    now = _later(fact.updated_at)
+    _close_current(fact, at=now, reason=reason)
+    fact.version += 1
+    fact.updated_at = now
+    fact.save()
+    _snapshot(fact, recorded_at=now, recorded_by=recorded_by).save()
+    return fact
+
+
+def _slot_filter(tenant_id, item: _Prepared) -> dict:
+    data = item.data
+    return {
+        "tenant_id": tenant_id, "project_id": item.project_id, "participant_id": data.participant_id,
+        "conversation_id": data.conversation_id, "namespace": data.namespace, "type": data.type, "key": data.key,
+        "status__in": SLOT_HOLDING,
+    }
+
+
+def _write_one(principal: Principal, item: _Prepared, provenance: Provenance) -> tuple[Fact, str]:
+    """Insert the fact, or supersede the live fact that holds its key slot."""
+    for attempt in range(3):
+        if item.data.key is not None:
+            holder = Fact.objects.select_for_update().filter(**_slot_filter(principal.tenant_id, item)).first()
+            if holder is not None:
+                _apply(holder, item, provenance)
+                return _next_revision(holder, recorded_by=provenance.attributed_to), "superseded"
+        now = timezone.now()
+        fact = Fact(
+            tenant_id=principal.tenant_id, project_id=item.project_id, participant_id=item.data.participant_id,
+            conversation_id=item.data.conversation_id, version=1, created_at=now, updated_at=now,
+        )
+        _apply(fact, item, provenance)
+        try:
+            with transaction.atomic():
+                fact.save(force_insert=True)
+                _snapshot(fact, recorded_at=now, recorded_by=provenance.attributed_to).save()
+            return fact, "created"
+        except IntegrityError:
+            # Another writer took the slot between our look and our insert: supersede theirs.
+            if item.data.key is None or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def fact_write(*, principal: Principal, data: FactInput, provenance: Provenance | None = None) -> tuple[Fact, str]:
+    """Write one fact; a key names a slot, and writing it again supersedes the live fact there."""
+    principal.require(Role.WRITER)
+    item, errors = _prepare(principal, data)
+    if errors:
+        raise ValidationFailed(next(iter(errors.items()))[0] + ": " + next(iter(errors.values()))[0], errors=errors)
+    _check_references(principal, [item], lambda i: "")
+    with transaction.atomic():
+        return _write_one(principal, item, provenance or provenance_for(principal))
+
+
+def fact_write_batch(*, principal: Principal, items: list[FactInput]) -> list[Fact]:
+    """Write up to 1,000 facts, all or nothing."""
+    principal.require(Role.WRITER)
+    if not 1 <= len(items) <= MAX_BATCH:
+        raise ValidationFailed(f"facts must hold 1 to {MAX_BATCH} facts", errors={"facts": [f"1 to {MAX_BATCH} facts"]})
+    prepared: list[_Prepared] = []
+    errors: dict[str, list[str]] = {}
+    for index, data in enumerate(items):
+        item, item_errors = _prepare(principal, data, prefix=f"facts[{index}].")
+        errors.update(item_errors)
+        if item is not None:
+            prepared.append(item)
+    if errors:
+        name, messages = next(iter(errors.items()))
+        raise ValidationFailed(f"{name}: {messages[0]}", errors=errors)
+    _check_references(principal, prepared, lambda i: f"facts[{i}].")
+    provenance = provenance_for(principal)
+    with transaction.atomic():
+        keyless = [item for item in prepared if item.data.key is None]
+        now = timezone.now()
+        facts_by_item: dict[int, Fact] = {}
+        new_facts = []
+        for item in keyless:
+            fact = Fact(
+                tenant_id=principal.tenant_id, project_id=item.project_id, participant_id=item.data.participant_id,
+                conversation_id=item.data.conversation_id, version=1, created_at=now, updated_at=now,
+            )
+            _apply(fact, item, provenance)
+            facts_by_item[id(item)] = fact
+            new_facts.append(fact)
+        Fact.objects.bulk_create(new_facts)
+        FactRevision.objects.bulk_create(
+            [_snapshot(fact, recorded_at=now, recorded_by=provenance.attributed_to) for fact in new_facts]
+        )
+        for item in prepared:
+            if item.data.key is not None:
+                facts_by_item[id(item)] = _write_one(principal, item, provenance)[0]
+        return [facts_by_item[id(item)] for item in prepared]
+
+
+def fact_supersede(*, principal: Principal, fact_id, content: Any, expect_version: int) -> Fact:
+    """The next revision of a fact with new content, if the client saw the current version."""
+    principal.require(Role.WRITER)
+    problems, canonical, text = content_problems(content)
+    if problems:
+        raise ValidationFailed(f"content: {problems[0]}", errors={"content": problems})
+    with transaction.atomic():
+        fact = fact_for_change(principal=principal, fact_id=fact_id)
+        if fact.status not in SLOT_HOLDING:
+            raise FactNotActive(f"The fact is {fact.status}; only active or pending facts change.")
+        if fact.version != expect_version:
+            raise VersionConflict(
+                f"The fact is at version {fact.version}, not {expect_version}; read it again and retry.",
+                extra={"currentVersion": fact.version},
+            )
+        fact.content = content
+        fact.content_hash = content_hash(canonical)
+        fact.size = len(canonical)
+        fact.text = text
+        fact.embedding_model = None
+        return _next_revision(fact, recorded_by={"id": str(principal.user_id), "kind": "user"})
+
+
+def fact_verify(*, principal: Principal, fact_id) -> Fact:
+    """A person vouches for the fact: trust `verified`, no expiry, as the next revision."""
+    principal.require(Role.REVIEWER)
+    with transaction.atomic():
+        fact = fact_for_change(principal=principal, fact_id=fact_id)
+        if fact.status not in SLOT_HOLDING:
+            raise FactNotActive(f"The fact is {fact.status}; only active or pending facts can be verified.")
+        if fact.trust == Trust.VERIFIED and fact.expires_at is None:
+            return fact
+        now = _later(fact.updated_at)
+        fact.trust = Trust.VERIFIED
+        fact.verified_by = str(principal.user_id)
+        fact.verified_at = now
+        fact.expires_at = None
+        return _next_revision(fact, recorded_by={"id": str(principal.user_id), "kind": "user"})
+
+
+def fact_delete(*, principal: Principal, fact_id, reason: str = InvalidationReason.DELETED) -> Fact:
+    """End the fact: status `deleted`; its revisions stay until retention purges them."""
+    principal.require(Role.WRITER)
+    with transaction.atomic():
+        fact = fact_for_change(principal=principal, fact_id=fact_id)
+        if fact.status == Status.DELETED:
+            return fact
+        now = _later(fact.updated_at)
+        _close_current(fact, at=now, reason=reason)
+        fact.status = Status.DELETED
+        fact.updated_at = now
+        fact.save(update_fields=["status", "updated_at"])
+        return fact

@@ -1,0 +1,137 @@
+"""Facts API: thin doors onto facts.services and facts.selectors."""
+
+from __future__ import annotations
+
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status as http
+from rest_framework.response import Response
+
+from facts import selectors, services
+from facts.filters import FactFilter
+from facts.serializers import (
+    FactBatchInSerializer,
+    FactBatchOutSerializer,
+    FactInSerializer,
+    FactOutSerializer,
+    FactPageSerializer,
+    RevisionListSerializer,
+    RevisionOutSerializer,
+    SupersedeInSerializer,
+    fact_input,
+    fact_to_dict,
+    revision_to_dict,
+)
+from memoryhub.api import ApiView
+from memoryhub.errors import PreconditionRequired, ValidationFailed
+from memoryhub.pagination import paginate
+
+LIST_PARAMS = [
+    OpenApiParameter(name, str, required=False)
+    for name in ["type", "participantId", "conversationId", "key", "namespace", "trust", "status", "q", "cursor"]
+] + [OpenApiParameter("limit", int, required=False, description="1 to 500, default 50")]
+
+
+def _valid(serializer_class, data):
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class FactListView(ApiView):
+    @extend_schema(operation_id="facts_list", parameters=LIST_PARAMS, responses=FactPageSerializer)
+    def get(self, request):
+        params = request.query_params
+        self.principal.require_participant(params.get("participantId") or None)
+        filterset = FactFilter(params, queryset=selectors.facts_list(principal=self.principal, status=params.get("status") or "active"))
+        if not filterset.is_valid():
+            errors = {name: [str(m) for m in messages] for name, messages in filterset.errors.items()}
+            name, messages = next(iter(errors.items()))
+            raise ValidationFailed(f"{name}: {messages[0]}", errors=errors)
+        rows, next_cursor = paginate(filterset.qs, params=params)
+        return Response({"data": [fact_to_dict(f) for f in rows], "nextCursor": next_cursor})
+
+    @extend_schema(operation_id="facts_write", request=FactInSerializer, responses={201: FactOutSerializer})
+    def post(self, request):
+        data = _valid(FactInSerializer, request.data)
+        fact, _outcome = services.fact_write(principal=self.principal, data=fact_input(data))
+        return Response(fact_to_dict(fact), status=http.HTTP_201_CREATED)
+
+
+class FactBatchView(ApiView):
+    @extend_schema(operation_id="facts_write_batch", request=FactBatchInSerializer, responses={201: FactBatchOutSerializer})
+    def post(self, request):
+        data = _valid(FactBatchInSerializer, request.data)
+        facts = services.fact_write_batch(principal=self.principal, items=[fact_input(item) for item in data["facts"]])
+        return Response({"facts": [fact_to_dict(f) for f in facts]}, status=http.HTTP_201_CREATED)
+
+
+class FactDetailView(ApiView):
+    @extend_schema(
+        operation_id="facts_get",
+        parameters=[
+            OpenApiParameter("revision", int, required=False, description="an earlier version"),
+            OpenApiParameter("asOf", str, required=False, description="the revision current at this time (ISO 8601)"),
+        ],
+        responses=RevisionOutSerializer,
+    )
+    def get(self, request, fact_id):
+        params = request.query_params
+        if params.get("revision") and params.get("asOf"):
+            raise ValidationFailed("Give revision or asOf, not both.", errors={"revision": ["not with asOf"]})
+        if raw := params.get("revision"):
+            try:
+                version = int(raw)
+            except ValueError:
+                version = 0
+            if version < 1:
+                raise ValidationFailed("revision must be a version number from 1.", errors={"revision": ["a version number"]})
+            fact, revision = selectors.fact_revision(principal=self.principal, fact_id=fact_id, version=version)
+            return Response(revision_to_dict(revision, fact))
+        if raw := params.get("asOf"):
+            at = parse_datetime(raw)
+            if at is None or at.tzinfo is None:
+                raise ValidationFailed("asOf must be an ISO 8601 time with a zone, e.g. 2026-10-01T00:00:00Z.", errors={"asOf": ["ISO 8601 with zone"]})
+            fact, revision = selectors.fact_as_of(principal=self.principal, fact_id=fact_id, at=at)
+            return Response(revision_to_dict(revision, fact))
+        return Response(fact_to_dict(selectors.fact_get(principal=self.principal, fact_id=fact_id)))
+
+    @extend_schema(operation_id="facts_delete", responses={204: None})
+    def delete(self, request, fact_id):
+        services.fact_delete(principal=self.principal, fact_id=fact_id)
+        return Response(status=http.HTTP_204_NO_CONTENT)
+
+
+class FactSupersedeView(ApiView):
+    @extend_schema(
+        operation_id="facts_supersede",
+        request=SupersedeInSerializer,
+        parameters=[OpenApiParameter("If-Match", str, OpenApiParameter.HEADER, required=False, description='"N": the version you read')],
+        responses=FactOutSerializer,
+    )
+    def post(self, request, fact_id):
+        data = _valid(SupersedeInSerializer, request.data)
+        expect = data.get("expectVersion")
+        if expect is None and (header := request.headers.get("If-Match")):
+            try:
+                expect = int(header.strip().removeprefix("W/").strip('"'))
+            except ValueError:
+                raise ValidationFailed('If-Match must be the version you read, e.g. "1".', errors={"If-Match": ["a version"]}) from None
+        if expect is None:
+            raise PreconditionRequired("Send expectVersion (or If-Match) with the version you read, so no change is lost.")
+        fact = services.fact_supersede(principal=self.principal, fact_id=fact_id, content=data["content"], expect_version=expect)
+        return Response(fact_to_dict(fact), headers={"ETag": f'"{fact.version}"'})
+
+
+class FactVerifyView(ApiView):
+    @extend_schema(operation_id="facts_verify", request=None, responses=FactOutSerializer)
+    def post(self, request, fact_id):
+        fact = services.fact_verify(principal=self.principal, fact_id=fact_id)
+        return Response(fact_to_dict(fact))
+
+
+class FactRevisionsView(ApiView):
+    @extend_schema(operation_id="facts_revisions", responses=RevisionListSerializer)
+    def get(self, request, fact_id):
+        fact, revisions = selectors.fact_revisions(principal=self.principal, fact_id=fact_id)
+        return Response({"data": [revision_to_dict(r, fact) for r in revisions], "nextCursor": None})

@@ -1,0 +1,74 @@
+"""Shared API pieces: the base view every endpoint derives from.
+
+`ApiView` authenticates the key (DRF), enters the key's tenant scope for the request
+(memoryhub.scoping), and runs POSTs that carry an `Idempotency-Key` under the
+idempotency protocol (memoryhub.idempotency).
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.http import HttpResponse
+from rest_framework.views import APIView
+
+from memoryhub import idempotency, scoping
+from memoryhub.services import Principal
+
+
+class ApiView(APIView):
+    """Base of every /v1 endpoint."""
+
+    idempotent_methods = frozenset({"POST"})
+
+    @property
+    def principal(self) -> Principal:
+        return self.request.auth
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        principal: Principal = request.auth
+        self._scope_token = scoping.activate(
+            scoping.Scope(tenant_id=principal.tenant_id, project_id=principal.project_id)
+        )
+        key = request.headers.get(idempotency.HEADER)
+        if key is not None and request.method in self.idempotent_methods:
+            fingerprint = idempotency.request_fingerprint(request)
+            self._idempotency_record = idempotency.claim(principal=principal, key=key, fingerprint=fingerprint)
+            self._idempotency_atomic = transaction.atomic()
+            self._idempotency_atomic.__enter__()
+
+    def handle_exception(self, exc):
+        if isinstance(exc, idempotency.Replay):
+            record = exc.record
+            response = HttpResponse(
+                bytes(record.response_body or b""), status=record.response_status,
+                content_type=record.response_content_type or None,
+            )
+            response["Idempotent-Replayed"] = "true"
+            return response
+        return super().handle_exception(exc)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        atomic = getattr(self, "_idempotency_atomic", None)
+        if atomic is not None:
+            self._idempotency_atomic = None
+            record = self._idempotency_record
+            keep = response.status_code < 500 and not transaction.get_rollback()
+            if keep:
+                if hasattr(response, "render") and not getattr(response, "is_rendered", True):
+                    response.render()
+                idempotency.complete(
+                    record=record, status=response.status_code, body=bytes(response.content),
+                    content_type=response.get("Content-Type", ""),
+                )
+                atomic.__exit__(None, None, None)
+            else:
+                transaction.set_rollback(True)
+                atomic.__exit__(None, None, None)
+                idempotency.release(record=record)
+        token = getattr(self, "_scope_token", None)
+        if token is not None:
+            self._scope_token = None
+            scoping.deactivate(token)
+        return response

@@ -1,0 +1,11 @@
+"""The memoryhub core app: tenancy, auth and the pieces every API shares."""
+
+from django.apps import AppConfig
+
+
+class MemoryhubConfig(AppConfig):
+    name = "memoryhub"
+    verbose_name = "memoryhub: tenancy and keys"
+
+    def ready(self) -> None:
+        from memoryhub import checks, schema  # noqa: F401  (register the pgvector check, schema extensions)

@@ -1,0 +1,104 @@
+"""`manage.py serve`: what `make run` does after installing.
+
+Checks the database, migrates, makes the demo tenant/project/user when none exists,
+prints where to go and how to sign in, then serves on 127.0.0.1:$PORT (8000). Ctrl-C
+(or SIGTERM) stops the web server and, for the embedded database, the database too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from memoryhub import embedded
+from memoryhub.checks import database_problem
+from memoryhub.models import Access, ApiKey, Project, Tenant
+from memoryhub.services import apikey_create, tenant_bootstrap
+
+DEMO_TENANT, DEMO_PROJECT, DEMO_USER = "demo", "demo", "demo"
+
+
+class Command(BaseCommand):
+    help = "Migrate, ensure the demo tenant, print how to sign in, and serve."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", default=os.environ.get("PORT", "8000"))
+        parser.add_argument("--no-serve", action="store_true", help="prepare and print, but do not serve")
+
+    def handle(self, *args, **options):
+        if problem := database_problem():
+            raise CommandError(problem)
+        call_command("migrate", interactive=False, verbosity=0)
+        demo = self._demo_credentials()
+        base = f"http://{options['host']}:{options['port']}"
+        self.stdout.write(
+            "\n".join(
+                [
+                    "",
+                    "memoryhub is starting.",
+                    f"  Dashboard:   {base}/",
+                    f"  Admin:       {base}/admin/  (user {demo['username']!r}, password {demo['password']!r})",
+                    f"  API docs:    {base}/v1/docs",
+                    f"  Write key:   {demo['apiKey']}",
+                    f"  Try:         curl -H 'Authorization: Bearer {demo['apiKey']}' {base}/v1/me",
+                    "  Stop with Ctrl-C.",
+                    "",
+                ]
+            )
+        )
+        if options["no_serve"]:
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _raise_keyboard_interrupt)
+        try:
+            call_command("runserver", f"{options['host']}:{options['port']}", use_reloader=False, skip_checks=True)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stdout.write("memoryhub stopped.")
+            embedded.stop()
+
+    def _demo_credentials(self) -> dict:
+        """The demo login and write key: made once, kept in the data folder, re-made if stale."""
+        path = embedded.data_dir() / "demo.json"
+        saved = json.loads(path.read_text()) if path.exists() else {}
+        User = get_user_model()
+        key_ok = saved.get("apiKeyId") and ApiKey.objects.filter(id=saved["apiKeyId"], revoked_at__isnull=True).exists()
+        user = User.objects.filter(username=saved.get("username", DEMO_USER)).first()
+        if key_ok and user is not None and user.check_password(saved.get("password", "")):
+            return saved
+        password = secrets.token_urlsafe(12)
+        if not Tenant.objects.exists():
+            result = tenant_bootstrap(tenant=DEMO_TENANT, project=DEMO_PROJECT, username=DEMO_USER, password=password)
+            raw = result["apiKey"]
+            key_id = ApiKey.objects.get(prefix=raw.split("_")[1]).id
+        else:
+            project = Project.objects.select_related("tenant").filter(tenant__slug=DEMO_TENANT, slug=DEMO_PROJECT).first()
+            if project is None:
+                result = tenant_bootstrap(tenant=DEMO_TENANT, project=DEMO_PROJECT, username=DEMO_USER, password=password)
+                project = Project.objects.select_related("tenant").get(id=result["projectId"])
+            user, _ = User.objects.get_or_create(username=DEMO_USER)
+            user.set_password(password)
+            user.save()
+            key, raw = apikey_create(user=user, tenant=project.tenant, project=project, access=Access.WRITE, name="demo")
+            key_id = key.id
+        user = User.objects.get(username=DEMO_USER)
+        user.is_staff = user.is_superuser = True  # the local demo user runs the admin
+        user.save(update_fields=["is_staff", "is_superuser"])
+        saved = {"username": DEMO_USER, "password": password, "apiKey": raw, "apiKeyId": str(key_id)}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(saved))
+        path.chmod(0o600)
+        return saved
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt

@@ -1,0 +1,131 @@
+"""Tenancy: tenants, projects, members and their roles, API keys, idempotent responses."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer", "Viewer"
+    WRITER = "writer", "Writer"
+    REVIEWER = "reviewer", "Reviewer"
+    ADMIN = "admin", "Admin"
+
+
+# What each role may do; a role includes everything of the roles before it.
+ROLE_RANK = {Role.VIEWER: 1, Role.WRITER: 2, Role.REVIEWER: 3, Role.ADMIN: 4}
+
+
+class Access(models.TextChoices):
+    READ = "read", "Read"
+    WRITE = "write", "Write"
+
+
+class Tenant(models.Model):
+    """A customer of memoryhub; every other row belongs to exactly one."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Project(models.Model):
+    """A tenant's project: the usual boundary of a fact, an agent and an API key."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="projects")
+    slug = models.SlugField(max_length=100)
+    name = models.CharField(max_length=200)
+    # PostgreSQL text search configuration for keyword retrieval ("english", "simple", …).
+    text_search_config = models.CharField(max_length=63, default="english")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "slug"], name="project_slug_unique_in_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.slug}"
+
+
+class Membership(models.Model):
+    """A user's role in a whole tenant (project empty) or in one project."""
+
+    id = models.BigAutoField(primary_key=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], condition=Q(project__isnull=True), name="membership_one_per_tenant"),
+            models.UniqueConstraint(fields=["user", "project"], condition=Q(project__isnull=False), name="membership_one_per_project"),
+        ]
+
+    def __str__(self) -> str:
+        where = self.project or self.tenant
+        return f"{self.user} is {self.role} of {where}"
+
+
+class ApiKey(models.Model):
+    """A bearer key: acts for one user, limited to a project (or the tenant) and an access.
+
+    Stored as healthchecks does: a short public prefix to find the row, and only a
+    SHA-256 hash of the secret, compared in constant time. The key is shown once.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="api_keys")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=200, blank=True)
+    access = models.CharField(max_length=8, choices=Access.choices)
+    # A key handed to one end user's app: it may only name this participant.
+    participant_id = models.CharField(max_length=200, null=True, blank=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "project"], name="apikey_tenant_project")]
+
+    def __str__(self) -> str:
+        return f"mh_{self.prefix}… ({self.access})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class IdempotencyRecord(models.Model):
+    """The first response to a POST sent with an `Idempotency-Key`, kept 24 hours."""
+
+    class State(models.TextChoices):
+        IN_FLIGHT = "in-flight"
+        DONE = "done"
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.IN_FLIGHT)
+    response_status = models.PositiveSmallIntegerField(null=True)
+    response_body = models.BinaryField(null=True)
+    response_content_type = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["api_key", "key"], name="idempotency_one_per_key_owner")]

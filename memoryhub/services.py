@@ -1,0 +1,181 @@
+"""Tenancy services: provisioning, API keys and what a key may do."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from memoryhub.errors import Forbidden, NotFound, ParticipantNotAllowed, ValidationFailed
+from memoryhub.models import ROLE_RANK, Access, ApiKey, Membership, Project, Role, Tenant
+
+KEY_PREFIX = "mh_"
+LAST_USED_RESOLUTION = timedelta(minutes=1)  # write last_used_at at most once a minute per key
+
+
+def _hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling and what they may do: an API key resolved to its user's role."""
+
+    api_key_id: object
+    tenant_id: object
+    project_id: object | None  # None: a tenant-wide key
+    user_id: int
+    access: str
+    role: str | None  # the user's role where the key points; None: no membership
+    participant_id: str | None  # a participant-bound key names only this one
+
+    @property
+    def can_write(self) -> bool:
+        return self.access == Access.WRITE and self.rank >= ROLE_RANK[Role.WRITER]
+
+    @property
+    def rank(self) -> int:
+        if self.role is None:
+            return 0
+        rank = ROLE_RANK[Role(self.role)]
+        # A read key reads, whatever its user's role.
+        return min(rank, ROLE_RANK[Role.VIEWER]) if self.access == Access.READ else rank
+
+    def require(self, role: str) -> None:
+        """Raise 403 unless the key's rights (role capped by access) reach `role`."""
+        if self.rank < ROLE_RANK[Role(role)]:
+            if self.access == Access.READ and role != Role.VIEWER:
+                raise Forbidden("This is a read key; writing needs a write key.")
+            raise Forbidden(f"This needs the {role} role; the key's user does not have it here.")
+
+    def require_participant(self, participant_id: str | None) -> None:
+        """The participant rule: naming an end user takes being them or write access."""
+        if participant_id is None:
+            return
+        if self.participant_id is not None:
+            if participant_id != self.participant_id:
+                raise ParticipantNotAllowed("This key is bound to another participant.")
+            return
+        if not self.can_write:
+            raise ParticipantNotAllowed("Naming a participant takes a key bound to them or write access to the project.")
+
+    def project_for(self, project_id) -> object:
+        """The project a call acts on: the key's own, or (tenant key) the one it names."""
+        if self.project_id is not None:
+            if project_id is not None and str(project_id) != str(self.project_id):
+                raise NotFound("No such project here.")
+            return self.project_id
+        if project_id is None:
+            return None
+        if not Project.objects.filter(tenant_id=self.tenant_id, id=project_id).exists():
+            raise NotFound("No such project here.")
+        return project_id
+
+
+def role_for(*, user_id: int, tenant_id, project_id) -> str | None:
+    """The user's highest role in the project (tenant-wide memberships count everywhere)."""
+    condition = Q(project__isnull=True)
+    if project_id is not None:
+        condition |= Q(project_id=project_id)
+    roles = Membership.objects.filter(condition, user_id=user_id, tenant_id=tenant_id).values_list("role", flat=True)
+    best = None
+    for role in roles:
+        if best is None or ROLE_RANK[Role(role)] > ROLE_RANK[Role(best)]:
+            best = role
+    return best
+
+
+def apikey_create(*, user, tenant: Tenant, project: Project | None, access: str, participant_id: str | None = None, name: str = "") -> tuple[ApiKey, str]:
+    """Create a key; returns the row and the key text, which is never shown again."""
+    if access not in Access.values:
+        raise ValidationFailed("access must be read or write", errors={"access": ["must be read or write"]})
+    if project is not None and project.tenant_id != tenant.id:
+        raise ValidationFailed("project belongs to another tenant")
+    prefix = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    key = ApiKey.objects.create(
+        tenant=tenant, project=project, user=user, access=access, participant_id=participant_id or None,
+        prefix=prefix, secret_hash=_hash_secret(secret), name=name,
+    )
+    return key, f"{KEY_PREFIX}{prefix}_{secret}"
+
+
+def apikey_revoke(*, api_key: ApiKey) -> ApiKey:
+    if api_key.revoked_at is None:
+        api_key.revoked_at = timezone.now()
+        api_key.save(update_fields=["revoked_at"])
+    return api_key
+
+
+def apikey_authenticate(*, raw: str) -> Principal | None:
+    """The principal for a presented key, or None when it is unknown, malformed or revoked."""
+    if not raw.startswith(KEY_PREFIX):
+        return None
+    prefix, _, secret = raw[len(KEY_PREFIX):].partition("_")
+    if not prefix or not secret or len(prefix) > 16:
+        return None
+    key = ApiKey.objects.filter(prefix=prefix).first()
+    # Compare even when no row matched, so timing does not reveal which prefixes exist.
+    expected = key.secret_hash if key is not None else "0" * 64
+    if not hmac.compare_digest(expected, _hash_secret(secret)) or key is None or key.revoked_at is not None:
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    return Principal(
+        api_key_id=key.id,
+        tenant_id=key.tenant_id,
+        project_id=key.project_id,
+        user_id=key.user_id,
+        access=key.access,
+        role=role_for(user_id=key.user_id, tenant_id=key.tenant_id, project_id=key.project_id),
+        participant_id=key.participant_id,
+    )
+
+
+@transaction.atomic
+def tenant_bootstrap(*, tenant: str, project: str, username: str, password: str | None = None) -> dict:
+    """Create what is missing (tenant, project, user as tenant admin) and a new write key."""
+    User = get_user_model()
+    tenant_row, _ = Tenant.objects.get_or_create(slug=tenant, defaults={"name": tenant})
+    project_row, _ = Project.objects.get_or_create(tenant=tenant_row, slug=project, defaults={"name": project})
+    user, created = User.objects.get_or_create(username=username)
+    if password is not None:
+        user.set_password(password)
+        user.is_staff = True
+        user.save()
+    elif created:
+        user.set_unusable_password()
+        user.save()
+    Membership.objects.update_or_create(user=user, tenant=tenant_row, project=None, defaults={"role": Role.ADMIN})
+    _, raw = apikey_create(user=user, tenant=tenant_row, project=project_row, access=Access.WRITE, name="bootstrap")
+    return {"tenantId": str(tenant_row.id), "projectId": str(project_row.id), "userId": str(user.pk), "apiKey": raw}
+
+
+def project_resolve(*, ref: str) -> Project:
+    """`tenant/project` (slugs) or a project id → the project."""
+    if "/" in ref:
+        tenant_slug, _, project_slug = ref.partition("/")
+        project = Project.objects.filter(tenant__slug=tenant_slug, slug=project_slug).select_related("tenant").first()
+    else:
+        project = Project.objects.filter(id=ref).select_related("tenant").first() if _is_uuid(ref) else None
+    if project is None:
+        raise NotFound(f"No project {ref!r}.")
+    return project
+
+
+def _is_uuid(value: str) -> bool:
+    import uuid
+
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True

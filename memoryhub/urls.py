@@ -1,0 +1,24 @@
+"""URL configuration: the /v1 API, its schema and docs, health probes, the admin."""
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from memoryhub import views
+
+api_v1 = [
+    path("me", views.MeView.as_view(), name="me"),
+    path("schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]), name="docs"),
+    path("", include("facts.urls")),
+]
+
+urlpatterns = [
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path("v1/", include(api_v1)),
+    path("admin/", admin.site.urls),
+]
+
+handler404 = "memoryhub.views.not_found"
+handler500 = "memoryhub.views.server_error"

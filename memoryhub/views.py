@@ -1,0 +1,103 @@
+"""Health probes, the key's own identity, and problem+json 404/500 for the API."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import connection
+from django.http import JsonResponse
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from memoryhub.api import ApiView
+from memoryhub.errors import django_problem
+from memoryhub.models import Project, Tenant
+
+logger = logging.getLogger(__name__)
+
+
+def healthz(request):
+    """The process is up (no dependencies checked)."""
+    return JsonResponse({"status": "ok"})
+
+
+def readyz(request):
+    """Ready to serve: the database answers and, when one is configured, the broker too."""
+    checks: dict[str, str] = {}
+    ok = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception as exc:  # any failure means not ready; say which
+        logger.warning("readyz: database: %s", exc)
+        checks["database"] = "unavailable"
+        ok = False
+    if settings.REDIS_URL:
+        try:
+            import redis
+
+            redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1).ping()
+            checks["broker"] = "ok"
+        except Exception as exc:
+            logger.warning("readyz: broker: %s", exc)
+            checks["broker"] = "unavailable"
+            ok = False
+    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503)
+
+
+class MeView(ApiView):
+    """What the presented key is: its tenant, project, access, role and participant."""
+
+    @extend_schema(
+        operation_id="me",
+        responses=inline_serializer(
+            "Me",
+            {
+                "apiKeyId": serializers.UUIDField(),
+                "tenantId": serializers.UUIDField(),
+                "tenant": serializers.CharField(),
+                "projectId": serializers.UUIDField(allow_null=True),
+                "project": serializers.CharField(allow_null=True),
+                "userId": serializers.CharField(),
+                "access": serializers.ChoiceField(choices=["read", "write"]),
+                "role": serializers.CharField(allow_null=True),
+                "participantId": serializers.CharField(allow_null=True),
+            },
+        ),
+    )
+    def get(self, request):
+        p = self.principal
+        tenant = Tenant.objects.get(id=p.tenant_id)
+        project = Project.objects.filter(id=p.project_id).first() if p.project_id else None
+        return Response(
+            {
+                "apiKeyId": str(p.api_key_id),
+                "tenantId": str(p.tenant_id),
+                "tenant": tenant.slug,
+                "projectId": str(p.project_id) if p.project_id else None,
+                "project": project.slug if project else None,
+                "userId": str(p.user_id),
+                "access": p.access,
+                "role": p.role,
+                "participantId": p.participant_id,
+            }
+        )
+
+
+def not_found(request, exception=None):
+    if request.path.startswith("/v1/"):
+        return django_problem(404, "not-found", "Not found", "No such resource here.")
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def server_error(request):
+    if request.path.startswith("/v1/"):
+        return django_problem(500, "server-error", "Server error", "An unexpected error occurred; it has been logged.")
+    from django.views.defaults import server_error as default
+
+    return default(request)
