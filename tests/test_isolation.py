@@ -1,0 +1,173 @@
+"""The isolation matrix: every /v1 endpoint × every kind of caller.
+
+Endpoints come from the URL conf, so an endpoint added without an entry in ENDPOINTS
+fails `test_every_endpoint_is_in_the_matrix`. Callers: the owner; a key of another
+project of the same tenant; another tenant's admin; a read key; keys bound to the
+fact's participant and to another participant; a revoked key; no key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.test import APIClient
+
+from memoryhub.models import ApiKey
+from memoryhub.services import apikey_revoke
+
+PUBLIC = {"schema", "docs"}  # served without a key on purpose
+
+
+@dataclass
+class Endpoint:
+    path: str  # with {fact} for the object under test
+    methods: dict[str, dict | None] = field(default_factory=dict)  # method -> body
+    writes: frozenset = frozenset({"post", "put", "patch", "delete"})
+
+    @property
+    def is_object(self) -> bool:
+        return "{fact}" in self.path
+
+
+NOTE = {"type": "acme.note", "content": "isolation probe"}
+ENDPOINTS = {
+    "me": Endpoint("/v1/me", {"get": None}),
+    "facts": Endpoint("/v1/facts", {"get": None, "post": NOTE}),
+    "facts-batch": Endpoint("/v1/facts/batch", {"post": {"facts": [NOTE]}}),
+    "fact": Endpoint("/v1/facts/{fact}", {"get": None, "delete": None}),
+    "fact-supersede": Endpoint("/v1/facts/{fact}/supersede", {"post": {"content": "changed", "expectVersion": 1}}),
+    "fact-verify": Endpoint("/v1/facts/{fact}/verify", {"post": None}),
+    "fact-revisions": Endpoint("/v1/facts/{fact}/revisions", {"get": None}),
+}
+
+CALLERS = ["owner", "other-project", "other-tenant", "read-key", "same-participant", "other-participant", "revoked", "no-key"]
+
+
+def _api_url_names(patterns=None, prefix="") -> set[str]:
+    names = set()
+    for entry in patterns if patterns is not None else get_resolver().url_patterns:
+        if isinstance(entry, URLResolver):
+            names |= _api_url_names(entry.url_patterns, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern) and (prefix + str(entry.pattern)).startswith("v1/"):
+            names.add(entry.name)
+    return names
+
+
+def test_every_endpoint_is_in_the_matrix():
+    missing = _api_url_names() - set(ENDPOINTS) - PUBLIC
+    assert not missing, f"add these endpoints to the isolation matrix: {sorted(missing)}"
+
+
+def _client(world, caller: str) -> APIClient:
+    if caller == "no-key":
+        return APIClient()
+    if caller == "revoked":
+        client = world.client()
+        apikey_revoke(api_key=ApiKey.objects.get(prefix=client.raw_key.split("_")[1]))
+        return client
+    options = {
+        "owner": {},
+        "other-project": {"project": world.ops},
+        "other-tenant": {"user": world.charlie, "project": world.globex_main},
+        "read-key": {"access": "read"},
+        "same-participant": {"participant": "end-7"},
+        "other-participant": {"participant": "end-9"},
+    }[caller]
+    return world.client(**options)
+
+
+def _target(world, caller: str) -> str:
+    """The owner's object each caller probes: a participant's fact for participant keys."""
+    owner = world.client()
+    body = dict(NOTE, content="owner's secret text")
+    if caller in {"same-participant", "other-participant"}:
+        body["scope"] = {"participantId": "end-7"}
+    response = owner.post("/v1/facts", body, format="json")
+    assert response.status_code == 201
+    return response.json()["id"]
+
+
+def _expected(endpoint: Endpoint, method: str, caller: str) -> set[int]:
+    if caller in {"revoked", "no-key"}:
+        return {401}
+    writes = method in endpoint.writes
+    if endpoint.is_object:
+        if caller in {"other-project", "other-tenant", "other-participant"}:
+            return {404}
+        if caller == "read-key" and writes:
+            return {403}
+        return {200, 201, 204}
+    if caller == "read-key" and writes:
+        return {403}
+    return {200, 201}
+
+
+CASES = [
+    (name, method, caller)
+    for name, endpoint in ENDPOINTS.items()
+    for method in endpoint.methods
+    for caller in CALLERS
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name, method, caller", CASES, ids=[f"{n}-{m}-{c}" for n, m, c in CASES])
+def test_isolation(world, name, method, caller):
+    endpoint = ENDPOINTS[name]
+    fact_id = _target(world, caller)
+    client = _client(world, caller)
+    body = endpoint.methods[method]
+    response = getattr(client, method)(endpoint.path.format(fact=fact_id), body, format="json")
+    assert response.status_code in _expected(endpoint, method, caller), (response.status_code, response.content[:300])
+    if response.status_code >= 400:
+        assert response["Content-Type"] == "application/problem+json"
+    if caller in {"other-project", "other-tenant", "other-participant"}:
+        # Nothing of the owner's object reaches another project, tenant or participant.
+        assert fact_id not in response.content.decode()
+        assert "owner's secret text" not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_participant_bound_key_sees_only_its_participant(world):
+    owner = world.client()
+    for participant in ["end-7", "end-9", None]:
+        scope = {"participantId": participant} if participant else {}
+        owner.post("/v1/facts", dict(NOTE, content=f"about {participant}", scope=scope), format="json")
+    bound = world.client(participant="end-7", access="read")
+    listed = bound.get("/v1/facts").json()["data"]
+    assert [f["scope"]["participantId"] for f in listed] == ["end-7"]
+    denied = bound.get("/v1/facts", {"participantId": "end-9"})
+    assert denied.status_code == 403 and denied.json()["code"] == "participant-not-allowed"
+    writer_bound = world.client(participant="end-7")
+    naming_other = writer_bound.post("/v1/facts", dict(NOTE, scope={"participantId": "end-9"}), format="json")
+    assert naming_other.status_code == 403 and naming_other.json()["code"] == "participant-not-allowed"
+    own = writer_bound.post("/v1/facts", NOTE, format="json").json()
+    assert own["scope"]["participantId"] == "end-7"  # a bound key writes for its participant
+
+
+@pytest.mark.django_db
+def test_read_key_reads_no_participant_facts(world):
+    owner = world.client()
+    owner.post("/v1/facts", dict(NOTE, scope={"participantId": "end-7"}), format="json")
+    reader = world.client(access="read")
+    assert reader.get("/v1/facts").json()["data"] == []
+    refused = reader.get("/v1/facts", {"participantId": "end-7"})
+    assert refused.status_code == 403 and refused.json()["code"] == "participant-not-allowed"
+
+
+@pytest.mark.django_db
+def test_naming_another_tenants_project_is_404(world):
+    response = world.client().post("/v1/facts", dict(NOTE, scope={"projectId": str(world.globex_main.id)}), format="json")
+    assert response.status_code == 404
+    tenant_key = world.client(tenant_wide=True)
+    assert tenant_key.post("/v1/facts", dict(NOTE, scope={"projectId": str(world.globex_main.id)}), format="json").status_code == 404
+    assert tenant_key.post("/v1/facts", dict(NOTE, scope={"projectId": str(world.ops.id)}), format="json").status_code == 201
+
+
+@pytest.mark.django_db
+def test_a_member_without_a_role_in_the_project_is_forbidden(world):
+    # bob is a writer of acme/desk only; a key of his on acme/ops acts with no role there.
+    bob_ops = world.client(user=world.bob, project=world.ops)
+    assert bob_ops.post("/v1/facts", NOTE, format="json").status_code == 403

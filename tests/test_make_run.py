@@ -1,0 +1,112 @@
+"""`make run` as a new user runs it: serves on the embedded database, keeps its data,
+lets manage.py reach the same database meanwhile, and stops it all on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env(data_dir: Path, port: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "MEMORYHUB_EMBEDDED_CLEANUP", "DJANGO_SETTINGS_MODULE"}}
+    return env | {"MEMORYHUB_DATA_DIR": str(data_dir), "PORT": str(port)}
+
+
+def _postgres_running(data_dir: Path) -> bool:
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        try:
+            if proc.info["name"] == "postgres" and str(data_dir) in " ".join(proc.info["cmdline"] or []):
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def _start(env: dict) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        ["make", "--no-print-directory", "run"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    key, output, deadline = None, [], time.monotonic() + 240
+    while key is None and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        output.append(line)
+        if match := re.search(r"Write key:\s+(\S+)", line):
+            key = match.group(1)
+    assert key, "make run printed no write key:\n" + "".join(output)
+    base = f"http://127.0.0.1:{env['PORT']}"
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/readyz", timeout=2).status_code == 200:
+                return proc, key
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("make run never became ready")
+
+
+def _ctrl_c(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+
+
+@pytest.mark.slow
+def test_make_run_serves_keeps_data_and_stops_cleanly(tmp_path):
+    data_dir = tmp_path / "data"
+    env = _env(data_dir, _free_port())
+    base = f"http://127.0.0.1:{env['PORT']}"
+    proc, key = _start(env)
+    try:
+        auth = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(base + "/v1/me", headers=auth).json()["tenant"] == "demo"
+        assert httpx.get(base + "/v1/docs").status_code == 200
+        written = httpx.post(base + "/v1/facts", headers=auth, json={"type": "demo.note", "content": "kept across restarts"})
+        assert written.status_code == 201, written.text
+        # manage.py from the same checkout reaches the same database while make run serves ...
+        created = subprocess.run(
+            [str(ROOT / ".venv/bin/python"), "manage.py", "apikey", "create", "--user", "demo", "--project", "demo/demo", "--access", "read"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )
+        assert created.returncode == 0, created.stderr
+        read_key = json.loads(created.stdout)["apiKey"]
+        # ... and leaves it running when it exits.
+        assert httpx.get(base + "/v1/me", headers={"Authorization": f"Bearer {read_key}"}).json()["access"] == "read"
+    finally:
+        _ctrl_c(proc)
+    assert not _postgres_running(data_dir), "Ctrl-C left the embedded PostgreSQL running"
+
+    # A second make run finds yesterday's data, and the same demo key.
+    proc, second_key = _start(env)
+    try:
+        assert second_key == key
+        listed = httpx.get(base + "/v1/facts", headers={"Authorization": f"Bearer {key}"}).json()["data"]
+        assert [f["content"] for f in listed] == ["kept across restarts"]
+    finally:
+        _ctrl_c(proc)
+    assert not _postgres_running(data_dir)
