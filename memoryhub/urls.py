@@ -11,6 +11,7 @@ api_v1 = [
     path("schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]), name="docs"),
     path("", include("facts.urls")),
+    path("", include("retrieval.urls")),
 ]
 
 urlpatterns = [

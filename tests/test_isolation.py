@@ -40,6 +40,13 @@ ENDPOINTS = {
     "fact-supersede": Endpoint("/v1/facts/{fact}/supersede", {"post": {"content": "changed", "expectVersion": 1}}),
     "fact-verify": Endpoint("/v1/facts/{fact}/verify", {"post": None}),
     "fact-revisions": Endpoint("/v1/facts/{fact}/revisions", {"get": None}),
+    "retrieve": Endpoint(
+        "/v1/retrieve",
+        {"post": {"query": "owner's secret text", "intents": [
+            {"scope": "same-project", "mode": "both"}, {"scope": "same-user", "mode": "keyword"}, {"scope": "tenant"},
+        ]}},
+        writes=frozenset(),
+    ),
 }
 
 CALLERS = ["owner", "other-project", "other-tenant", "read-key", "same-participant", "other-participant", "revoked", "no-key"]
@@ -137,7 +144,8 @@ def test_participant_bound_key_sees_only_its_participant(world):
         owner.post("/v1/facts", dict(NOTE, content=f"about {participant}", scope=scope), format="json")
     bound = world.client(participant="end-7", access="read")
     listed = bound.get("/v1/facts").json()["data"]
-    assert [f["scope"]["participantId"] for f in listed] == ["end-7"]
+    # its participant's facts and the project's (kept for no one), never another person's
+    assert sorted(f["scope"]["participantId"] or "-" for f in listed) == ["-", "end-7"]
     denied = bound.get("/v1/facts", {"participantId": "end-9"})
     assert denied.status_code == 403 and denied.json()["code"] == "participant-not-allowed"
     writer_bound = world.client(participant="end-7")
@@ -145,6 +153,8 @@ def test_participant_bound_key_sees_only_its_participant(world):
     assert naming_other.status_code == 403 and naming_other.json()["code"] == "participant-not-allowed"
     own = writer_bound.post("/v1/facts", NOTE, format="json").json()
     assert own["scope"]["participantId"] == "end-7"  # a bound key writes for its participant
+    project_fact = next(f for f in listed if f["scope"]["participantId"] is None)
+    assert writer_bound.delete(f"/v1/facts/{project_fact['id']}").status_code == 404  # and changes only those
 
 
 @pytest.mark.django_db

@@ -1,0 +1,47 @@
+"""Retrieval request and response shapes (API.md `POST /v1/retrieve`)."""
+
+from rest_framework import serializers
+
+from facts.serializers import FactOutSerializer, StrictSerializer
+
+
+class IntentSerializer(serializers.Serializer):
+    source = serializers.ChoiceField(choices=["facts", "conversations"], required=False, default="facts")
+    types = serializers.ListField(child=serializers.CharField(), required=False)
+    scope = serializers.ChoiceField(choices=["same-conversation", "same-user", "same-segment", "same-project", "tenant"])
+    mode = serializers.ChoiceField(choices=["none", "keyword", "semantic", "both"], required=False, default="none")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
+    roles = serializers.ListField(child=serializers.ChoiceField(choices=["user", "agent"]), required=False)
+
+
+class RetrieveInSerializer(StrictSerializer):
+    query = serializers.CharField(allow_blank=True, max_length=16384, trim_whitespace=False)
+    participantId = serializers.CharField(required=False, allow_null=True, max_length=200)
+    conversationId = serializers.UUIDField(required=False, allow_null=True)
+    segment = serializers.CharField(required=False, allow_null=True, max_length=500)
+    projectId = serializers.UUIDField(required=False, allow_null=True, help_text="for tenant-wide keys: the run's project")
+    # Intents are validated by retrieval.search.parse_intent (one rule for the API and agents).
+    intents = serializers.ListField(child=serializers.JSONField(), min_length=1, max_length=20)
+
+
+class RanksSerializer(serializers.Serializer):
+    keyword = serializers.IntegerField(required=False)
+    semantic = serializers.IntegerField(required=False)
+
+
+class FactHitSerializer(serializers.Serializer):
+    fact = FactOutSerializer()
+    ranks = RanksSerializer()
+    score = serializers.FloatField()
+    intent = IntentSerializer()
+
+
+class WarningSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class RetrieveOutSerializer(serializers.Serializer):
+    facts = FactHitSerializer(many=True)
+    recalled = serializers.ListField(child=serializers.DictField())
+    warnings = WarningSerializer(many=True)
