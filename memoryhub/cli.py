@@ -1,0 +1,210 @@
+"""`memoryhub`: the command line for the memoryhub API, on memoryhub.client.
+
+    memoryhub facts write --input=@fact.json
+    memoryhub facts list --type=acme.note
+    memoryhub facts get ID [--revision=N | --as-of=2026-10-01T00:00:00Z]
+    memoryhub facts supersede ID --input='{"content":"Prefers phone"}' --expect-version=1
+    memoryhub facts verify ID
+    memoryhub facts delete ID
+    memoryhub facts revisions ID
+    memoryhub facts batch --input=@facts.json
+
+The server and key come from MEMORYHUB_URL (default http://127.0.0.1:8000) and
+MEMORYHUB_API_KEY, or --url / --api-key. `--input` takes `@file`, `-` (stdin) or inline
+JSON. Results print as JSON on stdout. Errors print the problem's code and detail on
+stderr and exit 1 (API errors) or 2 (usage). Imports nothing from Django, so it starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_OK, EXIT_API, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A mistake on the command line (exit 2)."""
+
+
+def _read_input(raw: str, what: str = "--input") -> Any:
+    """`@file`, `-` (stdin) or inline JSON → the parsed value."""
+    if raw == "-":
+        text, source = sys.stdin.read(), "stdin"
+    elif raw.startswith("@"):
+        path = raw[1:]
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise UsageError(f"{what}: cannot read {path!r}: {exc.strerror or exc}") from None
+        source = path
+    else:
+        text, source = raw, "the inline value"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what}: {source} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memoryhub",
+        description="Command line for the memoryhub API. Server and key: MEMORYHUB_URL, MEMORYHUB_API_KEY.",
+    )
+    parser.add_argument("--url", help="server base URL (default: $MEMORYHUB_URL or http://127.0.0.1:8000)")
+    parser.add_argument("--api-key", help="API key (default: $MEMORYHUB_API_KEY)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
+
+    groups.add_parser("me", help="what the API key is (tenant, project, access, role)")
+
+    facts = groups.add_parser("facts", help="write, read, change and delete facts").add_subparsers(
+        dest="command", metavar="SUBCOMMAND", required=True
+    )
+
+    p = facts.add_parser("write", help="write one fact")
+    p.add_argument("--input", required=True, help="the fact: @file, - (stdin) or inline JSON")
+    p.add_argument("--idempotency-key", help="send as Idempotency-Key (a retry with it writes nothing more)")
+
+    p = facts.add_parser("batch", help="write many facts, all or nothing")
+    p.add_argument("--input", required=True, help='{"facts": [...]} or a JSON list of facts: @file, - or inline')
+    p.add_argument("--idempotency-key", help="send as Idempotency-Key")
+
+    p = facts.add_parser("list", help="list facts (newest first)")
+    p.add_argument("--type")
+    p.add_argument("--participant-id")
+    p.add_argument("--conversation-id")
+    p.add_argument("--key")
+    p.add_argument("--namespace")
+    p.add_argument("--trust", help="asserted | unverified | verified")
+    p.add_argument("--status", help="active (default) | pending | rejected | deleted | expired")
+    p.add_argument("--q", help="keyword search")
+    p.add_argument("--limit", type=int, help="page size, 1 to 500 (default 50)")
+    p.add_argument("--cursor", help="nextCursor of the previous page")
+    p.add_argument("--all", action="store_true", help="follow nextCursor and print every page as one list")
+
+    p = facts.add_parser("get", help="one fact, now or as it was")
+    p.add_argument("id")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--revision", type=int, metavar="N", help="that version")
+    when.add_argument("--as-of", metavar="TIME", help="the revision current at TIME (ISO 8601, e.g. 2026-10-01T00:00:00Z)")
+
+    p = facts.add_parser("supersede", help="write the fact's next revision, same id")
+    p.add_argument("id")
+    p.add_argument("--input", required=True, help='{"content": ...}: @file, - (stdin) or inline JSON')
+    p.add_argument("--expect-version", type=int, metavar="N", help="the version you read (a stale one is refused)")
+
+    for name, text in [
+        ("verify", "mark a fact verified (reviewer or admin)"),
+        ("delete", "end a fact"),
+        ("revisions", "every revision of a fact, oldest first"),
+    ]:
+        facts.add_parser(name, help=text).add_argument("id")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> Any:
+    from memoryhub.client import MemoryHub  # httpx is imported only when a command runs
+
+    # Read and check the input before the key and the network, so usage errors come first.
+    payload = _read_input(args.input) if getattr(args, "input", None) is not None else None
+
+    with MemoryHub(url=args.url, api_key=args.api_key, timeout=args.timeout) as hub:
+        if args.group == "me":
+            return hub.me()
+        command = args.command
+        if command == "write":
+            if not isinstance(payload, dict):
+                raise UsageError("--input: a fact is a JSON object, e.g. {\"type\": \"acme.note\", \"content\": {...}}")
+            return hub.facts_write(payload, idempotency_key=args.idempotency_key)
+        if command == "batch":
+            items = payload.get("facts") if isinstance(payload, dict) else payload
+            if not isinstance(items, list):
+                raise UsageError('--input: give {"facts": [...]} or a JSON list of facts')
+            return {"facts": hub.facts_write_batch(items, idempotency_key=args.idempotency_key)}
+        if command == "list":
+            filters = {
+                "type": args.type, "participant_id": args.participant_id, "conversation_id": args.conversation_id,
+                "key": args.key, "namespace": args.namespace, "trust": args.trust, "status": args.status,
+                "q": args.q, "limit": args.limit, "cursor": args.cursor,
+            }
+            if args.all:
+                return {"data": list(hub.facts_iter(**filters)), "nextCursor": None}
+            return hub.facts_list(**filters)
+        if command == "get":
+            return hub.facts_get(args.id, revision=args.revision, as_of=args.as_of)
+        if command == "supersede":
+            if not isinstance(payload, dict) or "content" not in payload:
+                raise UsageError('--input: give {"content": ...}, e.g. --input=\'{"content":"Prefers phone"}\'')
+            unknown = sorted(set(payload) - {"content", "expectVersion"})
+            if unknown:
+                raise UsageError(f"--input: supersede takes content only (and expectVersion), not {', '.join(unknown)}")
+            expect = args.expect_version if args.expect_version is not None else payload.get("expectVersion")
+            return hub.facts_supersede(args.id, payload["content"], expect_version=expect)
+        if command == "verify":
+            return hub.facts_verify(args.id)
+        if command == "delete":
+            hub.facts_delete(args.id)
+            return {"id": args.id, "deleted": True}
+        if command == "revisions":
+            return {"data": hub.facts_revisions(args.id), "nextCursor": None}
+    raise UsageError(f"unknown command {command!r}")  # pragma: no cover (argparse refuses it first)
+
+
+def _report(error: Any, args: argparse.Namespace | None) -> None:
+    """The problem on stderr: code, status and detail, then field errors and extras."""
+    status = f" ({error.status})" if error.status else ""
+    lines = [f"memoryhub: error: {error.code}{status}: {error.detail}"]
+    for field, messages in error.errors.items():
+        for message in messages if isinstance(messages, list) else [messages]:
+            if f"{field}: {message}" != error.detail:  # the detail already says it
+                lines.append(f"  {field}: {message}")
+    for name, value in error.problem.items():
+        if name not in {"type", "title", "status", "detail", "code", "errors"}:
+            lines.append(f"  {name}: {json.dumps(value, ensure_ascii=False)}")
+    if error.code == "precondition-required" and getattr(args, "command", None) == "supersede":
+        lines.append("  hint: pass --expect-version=N with the version you read (memoryhub facts get ID)")
+    elif error.code == "version-conflict" and getattr(args, "command", None) == "supersede":
+        lines.append("  hint: read the fact again (memoryhub facts get ID) and retry with its version")
+    sys.stderr.write("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse printed the usage error (or --help)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    from memoryhub.client import MemoryHubError
+
+    try:
+        result = _run(args)
+    except UsageError as exc:
+        sys.stderr.write(f"memoryhub: error: {exc}\n")
+        return EXIT_USAGE
+    except MemoryHubError as exc:
+        _report(exc, args)
+        return EXIT_USAGE if exc.code == "missing-api-key" else EXIT_API
+    except ValueError as exc:  # e.g. a bad --as-of the client refuses
+        sys.stderr.write(f"memoryhub: error: {exc}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("memoryhub: interrupted\n")
+        return 130
+    try:
+        _print_json(result)
+    except BrokenPipeError:  # `memoryhub facts list | head`
+        sys.stderr.close()
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
