@@ -176,6 +176,7 @@ MEMORYHUB_EMBEDDINGS_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS"
 # HNSW reads: candidates per graph walk, and how far an iterative scan may go for a narrow scope.
 MEMORYHUB_HNSW_EF_SEARCH = int(os.environ.get("MEMORYHUB_HNSW_EF_SEARCH", "100"))
 MEMORYHUB_HNSW_MAX_SCAN_TUPLES = int(os.environ.get("MEMORYHUB_HNSW_MAX_SCAN_TUPLES", "50000"))
+MEMORYHUB_HNSW_SCAN_MEM_MULTIPLIER = int(os.environ.get("MEMORYHUB_HNSW_SCAN_MEM_MULTIPLIER", "4"))
 
 # --- API ------------------------------------------------------------------------------
 MEMORYHUB_MAX_BODY_BYTES = int(os.environ.get("MEMORYHUB_MAX_BODY_BYTES", str(8 * 1024 * 1024)))

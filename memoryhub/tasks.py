@@ -2,60 +2,109 @@
 
 With Redis configured, tasks go to Celery after the transaction commits; if the broker
 is down the write still succeeds (the work is logged and the backfill jobs catch up).
-Without a broker (the embedded default) the task runs in-process on a background
-thread after commit, so it still never runs inside the request that wrote. Tests set
-MEMORYHUB_TASKS_INLINE to run it at once, in the caller's transaction (a test's
-transaction never commits, so on-commit work would never run there).
+Without a broker (the embedded default) the task runs in-process on one background
+thread after commit, so it still never runs inside the request that wrote; calls of
+the same task that wait in line are merged into one (their id lists joined, up to
+MEMORYHUB_EMBEDDINGS_BATCH ids), so a burst of single writes is embedded in batches.
+Tests set MEMORYHUB_TASKS_INLINE to run it at once, in the caller's transaction (a
+test's transaction never commits, so on-commit work would never run there).
 """
 
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
 
 logger = logging.getLogger(__name__)
-_executor: ThreadPoolExecutor | None = None
 
 
-def _background(task, args) -> None:
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryhub-task")
+class _InProcessRunner:
+    """One daemon thread working through (task, ids) in order, merging queued calls."""
 
-    def run():
-        try:
-            task.apply(args=args, throw=True)
-        except Exception:
-            logger.exception("background task %s failed; the backfill job will catch up", task.name)
-        finally:
-            close_old_connections()
+    def __init__(self):
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name="memoryhub-tasks", daemon=True)
+        self._stopped = False
+        self._thread.start()
 
-    _executor.submit(run)
+    def submit(self, task, ids: list) -> None:
+        if not self._stopped:
+            self._queue.put((task, list(ids)))
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            task, ids = item
+            limit = max(1, settings.MEMORYHUB_EMBEDDINGS_BATCH)
+            while len(ids) < limit:  # merge what waits behind it for the same task
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None or nxt[0] is not task:
+                    self._queue.put(nxt)
+                    break
+                ids.extend(nxt[1])
+            try:
+                task.apply(args=(ids,), throw=True)
+            except Exception:
+                logger.exception("in-process task %s failed; the backfill job will catch up", task.name)
+            finally:
+                close_old_connections()
+
+    def stop(self) -> int:
+        """Drop what has not started (the backfill job catches up) and stop; returns how many were dropped."""
+        self._stopped = True
+        dropped = 0
+        while True:
+            try:
+                if self._queue.get_nowait() is not None:
+                    dropped += 1
+            except queue.Empty:
+                break
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+        return dropped
 
 
-def enqueue_on_commit(task, *args) -> None:
-    """Run `task(*args)` once the current transaction commits (never inside it)."""
+_runner: _InProcessRunner | None = None
+_runner_lock = threading.Lock()
 
+
+def enqueue_on_commit(task, ids: list) -> None:
+    """Run `task(ids)` once the current transaction commits (never inside it)."""
     if getattr(settings, "MEMORYHUB_TASKS_INLINE", False):
-        task.apply(args=args, throw=True)
+        task.apply(args=(ids,), throw=True)
         return
 
     def send():
+        global _runner
         if settings.CELERY_TASK_ALWAYS_EAGER:
-            _background(task, args)
-        else:
-            try:
-                task.apply_async(args=args, retry=True, retry_policy={"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2})
-            except Exception:
-                logger.exception("could not enqueue %s (broker down?); the backfill job will catch up", task.name)
+            with _runner_lock:
+                if _runner is None:
+                    _runner = _InProcessRunner()
+            _runner.submit(task, ids)
+            return
+        try:
+            task.apply_async(args=(ids,), retry=True, retry_policy={"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2})
+        except Exception:
+            logger.exception("could not enqueue %s (broker down?); the backfill job will catch up", task.name)
 
     transaction.on_commit(send)
 
 
-def drain(timeout: float = 60.0) -> None:
-    """Wait for in-process background tasks submitted so far (tests, `serve` shutdown)."""
-    if _executor is not None:
-        _executor.submit(lambda: None).result(timeout=timeout)
+def shutdown() -> None:
+    """Stop the in-process runner before the database goes away (`serve` on Ctrl-C)."""
+    global _runner
+    with _runner_lock:
+        runner, _runner = _runner, None
+    if runner is not None:
+        dropped = runner.stop()
+        if dropped:
+            logger.info("left %d queued in-process tasks to the backfill job", dropped)
