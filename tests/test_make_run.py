@@ -110,3 +110,53 @@ def test_make_run_serves_keeps_data_and_stops_cleanly(tmp_path):
     finally:
         _ctrl_c(proc)
     assert not _postgres_running(data_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+def test_database_url_and_redis_url_switch_to_real_servers(redis_url, django_db_blocker, tmp_path):
+    """The same code on a PostgreSQL named by DATABASE_URL (here: a database of its own on
+    the test server) and Redis by REDIS_URL: migrate, bootstrap, serve, ready."""
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        settings_dict = connection.settings_dict
+        with connection.cursor() as cursor:
+            cursor.execute("DROP DATABASE IF EXISTS memoryhub_url_test")
+            cursor.execute("CREATE DATABASE memoryhub_url_test")
+    host = settings_dict["HOST"]
+    host_part = quote(host, safe="") if host.startswith("/") else host
+    url = f"postgres://{settings_dict['USER']}@{host_part}:{settings_dict['PORT'] or 5432}/memoryhub_url_test"
+    port = _free_port()
+    env = _env(tmp_path / "unused", port) | {"DATABASE_URL": url, "REDIS_URL": redis_url}
+    python = str(ROOT / ".venv/bin/python")
+    boot = subprocess.run([python, "manage.py", "migrate"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert boot.returncode == 0, boot.stderr
+    boot = subprocess.run(
+        [python, "manage.py", "bootstrap", "--tenant", "t", "--project", "p", "--user", "u"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert boot.returncode == 0, boot.stderr
+    key = json.loads(boot.stdout)["apiKey"]
+    server = subprocess.Popen(
+        [python, "manage.py", "serve"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline, ready = time.monotonic() + 120, None
+        while time.monotonic() < deadline:
+            try:
+                ready = httpx.get(base + "/readyz", timeout=2)
+                if ready.status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        assert ready is not None and ready.json()["checks"] == {"database": "ok", "broker": "ok"}
+        assert httpx.get(base + "/v1/me", headers={"Authorization": f"Bearer {key}"}).json()["tenant"] == "t"
+    finally:
+        os.killpg(server.pid, signal.SIGINT)
+        server.wait(timeout=30)
+    assert not (tmp_path / "unused" / "postgres").exists()  # no embedded database was started
