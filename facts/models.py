@@ -40,6 +40,7 @@ class InvalidationReason(models.TextChoices):
     DELETED = "deleted"
     ERASED = "erased"
     EXPIRED = "expired"
+    REJECTED = "rejected"
 
 
 # Statuses in which a fact still holds its key slot.

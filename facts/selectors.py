@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from facts.models import Fact, FactRevision, Status
 from memoryhub.errors import NotFound
+from memoryhub.models import ROLE_RANK, Role
 from memoryhub.services import Principal
 
 
@@ -22,6 +23,9 @@ def facts_visible(*, principal: Principal, for_change: bool = False) -> QuerySet
     only the facts kept for no participant.
     """
     queryset = Fact.objects.all()
+    if principal.rank < ROLE_RANK[Role.REVIEWER]:
+        # What waits for approval, or was refused, is seen by reviewers only.
+        queryset = queryset.exclude(status__in=[Status.PENDING, Status.REJECTED])
     if principal.participant_id is not None:
         mine = Q(participant_id=principal.participant_id)
         queryset = queryset.filter(mine if for_change else mine | Q(participant_id__isnull=True))

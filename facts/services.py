@@ -80,7 +80,7 @@ class _Prepared:
     references: list[str]
 
 
-def _prepare(principal: Principal, data: FactInput, prefix: str = "") -> tuple[_Prepared | None, dict[str, list[str]]]:
+def _prepare(principal: Principal, data: FactInput, prefix: str = "", *, gated: bool = False) -> tuple[_Prepared | None, dict[str, list[str]]]:
     errors: dict[str, list[str]] = {}
 
     def err(name: str, message: str) -> None:
@@ -130,7 +130,7 @@ def _prepare(principal: Principal, data: FactInput, prefix: str = "") -> tuple[_
         if participant_id is not None or data.conversation_id is not None:
             err(prefix + "scope", "a tenant-wide fact names no participant or conversation; give a projectId")
             return None, errors
-        if principal.rank < 4:
+        if principal.rank < 4 and not gated:  # gated: pending until a reviewer approves it
             raise Forbidden("Tenant-wide facts (no projectId) take an admin key.")
     data.participant_id = participant_id
     return _Prepared(data, project_id, canonical, text, [dict(s) for s in subjects], references), {}
@@ -269,12 +269,13 @@ def _embed_after_commit(facts: list[Fact]) -> None:
 def fact_write(*, principal: Principal, data: FactInput, provenance: Provenance | None = None) -> tuple[Fact, str]:
     """Write one fact; a key names a slot, and writing it again supersedes the live fact there."""
     principal.require(Role.WRITER)
-    item, errors = _prepare(principal, data)
+    provenance = provenance or provenance_for(principal)
+    item, errors = _prepare(principal, data, gated=provenance.status == Status.PENDING)
     if errors:
         raise ValidationFailed(next(iter(errors.items()))[0] + ": " + next(iter(errors.values()))[0], errors=errors)
     _check_references(principal, [item], lambda i: "")
     with transaction.atomic():
-        fact, outcome = _write_one(principal, item, provenance or provenance_for(principal))
+        fact, outcome = _write_one(principal, item, provenance)
         _embed_after_commit([fact])
         return fact, outcome
 
@@ -374,6 +375,32 @@ def fact_delete(*, principal: Principal, fact_id, reason: str = InvalidationReas
         now = _later(fact.updated_at)
         _close_current(fact, at=now, reason=reason, by={"id": str(principal.user_id), "kind": "user"})
         fact.status = Status.DELETED
+        fact.updated_at = now
+        fact.save(update_fields=["status", "updated_at"])
+        return fact
+
+
+def fact_approve(*, principal: Principal, fact_id) -> Fact:
+    """A pending fact becomes active, as its next revision (reviewer or admin)."""
+    principal.require(Role.REVIEWER)
+    with transaction.atomic():
+        fact = fact_for_change(principal=principal, fact_id=fact_id)
+        if fact.status != Status.PENDING:
+            raise FactNotActive(f"The fact is {fact.status}; only pending facts are approved.")
+        fact.status = Status.ACTIVE
+        return _next_revision(fact, recorded_by={"id": str(principal.user_id), "kind": "user"})
+
+
+def fact_reject(*, principal: Principal, fact_id) -> Fact:
+    """A pending fact is rejected: no read ever sees it (reviewer or admin)."""
+    principal.require(Role.REVIEWER)
+    with transaction.atomic():
+        fact = fact_for_change(principal=principal, fact_id=fact_id)
+        if fact.status != Status.PENDING:
+            raise FactNotActive(f"The fact is {fact.status}; only pending facts are rejected.")
+        now = _later(fact.updated_at)
+        _close_current(fact, at=now, reason=InvalidationReason.REJECTED, by={"id": str(principal.user_id), "kind": "user"})
+        fact.status = Status.REJECTED
         fact.updated_at = now
         fact.save(update_fields=["status", "updated_at"])
         return fact

@@ -5,8 +5,17 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.db import models
+from django.core.exceptions import ValidationError
+from django.db import connection, models
 from django.db.models import Q
+
+
+def validate_text_search_config(value: str) -> None:
+    """A text search configuration PostgreSQL knows (`english`, `simple`, `german`, …)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_ts_config WHERE cfgname = %s", [value])
+        if cursor.fetchone() is None:
+            raise ValidationError(f"{value!r} is not a text search configuration of this database (e.g. english, simple).")
 
 
 class Role(models.TextChoices):
@@ -45,7 +54,7 @@ class Project(models.Model):
     slug = models.SlugField(max_length=100)
     name = models.CharField(max_length=200)
     # PostgreSQL text search configuration for keyword retrieval ("english", "simple", …).
-    text_search_config = models.CharField(max_length=63, default="english")
+    text_search_config = models.CharField(max_length=63, default="english", validators=[validate_text_search_config])
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -206,6 +206,12 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/v1",
+    # Several shapes have a `status`; name each choice set after what it belongs to.
+    "ENUM_NAME_OVERRIDES": {
+        "FactStatusEnum": ["active", "pending", "rejected", "deleted", "expired"],
+        "RememberStatusEnum": ["remembered", "pending-approval"],
+        "ApprovalStatusEnum": ["pending", "approved", "rejected"],
+    },
 }
 
 LOGGING = {

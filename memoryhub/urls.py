@@ -12,6 +12,7 @@ api_v1 = [
     path("docs", SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]), name="docs"),
     path("", include("facts.urls")),
     path("", include("retrieval.urls")),
+    path("", include("approvals.urls")),
 ]
 
 urlpatterns = [

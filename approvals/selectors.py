@@ -1,0 +1,56 @@
+"""Reads of approvals: reviewers and admins only, and only of facts the key may see.
+
+Every queryset starts from the scoped manager (tenant and project in its SQL) and keeps
+the approvals whose fact the principal may read (facts.selectors.facts_visible), so a
+participant-bound key sees only its participant's questions, as with facts.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import QuerySet
+
+from approvals.models import Approval, ApprovalStatus
+from facts.models import Status as FactStatus
+from facts.selectors import facts_visible
+from memoryhub.errors import NotFound, ValidationFailed
+from memoryhub.models import Role
+from memoryhub.services import Principal
+
+
+def approvals_visible(*, principal: Principal) -> QuerySet[Approval]:
+    """Every approval the principal may see; 403 below reviewer."""
+    principal.require(Role.REVIEWER)
+    return (
+        Approval.objects.filter(fact__in=facts_visible(principal=principal).values("id"))
+        .select_related("fact")
+        .defer("fact__embedding", "fact__search_vector")  # large, and shown nowhere
+    )
+
+
+def approvals_list(*, principal: Principal, status: str | None = ApprovalStatus.PENDING) -> QuerySet[Approval]:
+    """The approvals in one status (all with None). The pending queue shows only questions
+    still open: a fact deleted or rewritten meanwhile has nothing left to approve."""
+    queryset = approvals_visible(principal=principal)
+    if status is None:
+        return queryset
+    if status not in ApprovalStatus.values:
+        allowed = ", ".join(ApprovalStatus.values)
+        raise ValidationFailed(f"status must be one of {allowed}.", errors={"status": [f"one of {allowed}"]})
+    queryset = queryset.filter(status=status)
+    if status == ApprovalStatus.PENDING:
+        queryset = queryset.filter(fact__status=FactStatus.PENDING)
+    return queryset
+
+
+def approval_get(*, principal: Principal, approval_id) -> Approval:
+    """One approval; 404 when it is another tenant's or project's, or of a fact the key can't see."""
+    try:
+        approval_id = uuid.UUID(str(approval_id))
+    except ValueError:
+        raise NotFound("No such approval here.") from None
+    approval = approvals_visible(principal=principal).filter(id=approval_id).first()
+    if approval is None:
+        raise NotFound("No such approval here.")
+    return approval

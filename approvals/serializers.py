@@ -1,0 +1,63 @@
+"""Approval input validation (the decision's note) and the output shape of API.md."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rest_framework import serializers
+
+from approvals.models import Approval, ApprovalKind, ApprovalStatus
+from approvals.services import MAX_NOTE
+from facts.serializers import AttributionSerializer, FactOutSerializer, StrictSerializer, fact_to_dict
+
+
+class ApprovalDecisionInSerializer(StrictSerializer):
+    note = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=MAX_NOTE, trim_whitespace=False)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def approval_to_dict(approval: Approval) -> dict:
+    """The approval as API.md gives it, with its fact in its current state."""
+    return {
+        "id": str(approval.id),
+        "kind": approval.kind,
+        "fact": fact_to_dict(approval.fact),
+        "reasons": approval.reasons,
+        "status": approval.status,
+        "requestedBy": approval.requested_by,
+        "decidedBy": approval.decided_by,
+        "decidedAt": _iso(approval.decided_at),
+        "note": approval.note,
+        "createdAt": _iso(approval.created_at),
+    }
+
+
+# --- output shapes, for the OpenAPI schema ---------------------------------------------------
+
+
+class ApprovalReasonSerializer(serializers.Serializer):
+    rule = serializers.CharField(help_text="imperative, role-marker, link, tool-name, hidden-characters, markup, encoded, wide-scope")
+    match = serializers.CharField(help_text="what the rule matched (normalised), or the scope")
+    start = serializers.IntegerField(required=False, help_text="offset of the match in the text the agent remembered")
+    end = serializers.IntegerField(required=False)
+
+
+class ApprovalOutSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    kind = serializers.ChoiceField(choices=ApprovalKind.values)
+    fact = FactOutSerializer()
+    reasons = ApprovalReasonSerializer(many=True)
+    status = serializers.ChoiceField(choices=ApprovalStatus.values)
+    requestedBy = AttributionSerializer()
+    decidedBy = AttributionSerializer(allow_null=True)
+    decidedAt = serializers.DateTimeField(allow_null=True)
+    note = serializers.CharField(allow_null=True)
+    createdAt = serializers.DateTimeField()
+
+
+class ApprovalPageSerializer(serializers.Serializer):
+    data = ApprovalOutSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True)
