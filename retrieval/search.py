@@ -1,5 +1,18 @@
 """Retrieval of facts: keyword, semantic and hybrid (RRF, k = 60) search, and newest-first.
 
+Two intent options change how a search's legs are made and combined; their defaults keep
+the behaviour above (docs/benchmarks.md has the measurements behind them):
+
+- `match` (modes keyword, both): `all` (default): the query in web-search syntax, every word
+  must occur (`"phrases"`, `or`, `-word`), ranked by `ts_rank_cd`. `any`: a fact matches if
+  it has any of the query's words (stemmed, stop words dropped by the search config),
+  ranked by BM25 (k1 1.2, b 0.75; document frequencies and lengths counted over the facts
+  the intent may read), which suits a question asked in natural language.
+- `fusion` (mode both): `rrf` (default): score = sum of 1 / (60 + rank) over the legs.
+  `score`: each leg's scores are min-max normalised over its candidates (keyword: its rank
+  value; semantic: cosine similarity) and averaged, so a leg counts by how far a fact is
+  ahead of the others there, not only by its place.
+
 Each intent is one SQL statement (one round trip). Scope and visibility — tenant,
 project, participant, conversation, status, expiry, validity, types, embedding model —
 are conditions in the WHERE clause of every leg, so a ranked list can never contain a
@@ -21,6 +34,9 @@ from retrieval.embeddings import Embedder, get_embedder, query_embedding
 
 RRF_K = 60
 MODES = ("none", "keyword", "semantic", "both")
+MATCHES = ("all", "any")  # keyword leg: every word (web-search syntax) or any word (BM25)
+FUSIONS = ("rrf", "score")  # mode both: reciprocal rank fusion or mean of min-max normalised scores
+BM25_K1, BM25_B = 1.2, 0.75
 FACT_SCOPES = ("same-conversation", "same-user", "same-project", "tenant")
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
@@ -39,9 +55,15 @@ class Intent:
     limit: int = DEFAULT_LIMIT
     types: tuple[str, ...] = ()
     source: str = "facts"
+    match: str = "all"
+    fusion: str = "rrf"
 
     def as_dict(self) -> dict:
         body: dict[str, Any] = {"source": self.source, "scope": self.scope, "mode": self.mode, "limit": self.limit}
+        if self.match != "all":
+            body["match"] = self.match
+        if self.fusion != "rrf":
+            body["fusion"] = self.fusion
         if self.types:
             body["types"] = list(self.types)
         return body
@@ -82,7 +104,7 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
     where = f"intents[{index}]"
     if not isinstance(raw, dict):
         raise ValidationFailed(f"{where} must be an object", errors={where: ["must be an object"]})
-    known = {"source", "types", "scope", "mode", "limit", "roles"}
+    known = {"source", "types", "scope", "mode", "limit", "roles", "match", "fusion"}
     if unknown := sorted(set(raw) - known):
         raise ValidationFailed(f"{where}.{unknown[0]} is not an intent field", errors={f"{where}.{name}": ["unknown field"] for name in unknown})
     source = raw.get("source", "facts")
@@ -108,7 +130,17 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
             raise ValidationFailed(f"{where}.types must be a list of 1 to 50 fact types", errors={f"{where}.types": ["1 to 50 fact types"]})
     if "roles" in raw:
         raise ValidationFailed(f"{where}.roles is for source \"conversations\"", errors={f"{where}.roles": ["only for conversations"]})
-    return Intent(scope=scope, mode=mode, limit=limit, types=tuple(types or ()))
+    match = raw.get("match", "all")
+    if match not in MATCHES:
+        raise ValidationFailed(f"{where}.match must be one of {', '.join(MATCHES)}", errors={f"{where}.match": [f"one of {', '.join(MATCHES)}"]})
+    if "match" in raw and mode not in ("keyword", "both"):
+        raise ValidationFailed(f"{where}.match is for mode keyword or both", errors={f"{where}.match": ["only for mode keyword or both"]})
+    fusion = raw.get("fusion", "rrf")
+    if fusion not in FUSIONS:
+        raise ValidationFailed(f"{where}.fusion must be one of {', '.join(FUSIONS)}", errors={f"{where}.fusion": [f"one of {', '.join(FUSIONS)}"]})
+    if "fusion" in raw and mode != "both":
+        raise ValidationFailed(f"{where}.fusion is for mode both", errors={f"{where}.fusion": ["only for mode both"]})
+    return Intent(scope=scope, mode=mode, limit=limit, types=tuple(types or ()), match=match, fusion=fusion)
 
 
 # --- SQL ---------------------------------------------------------------------------------------
@@ -171,7 +203,9 @@ def _conditions(run: Run, intent: Intent, params: dict) -> list[str] | None:
     return conds
 
 
-def _keyword_leg(where: str) -> str:
+def _keyword_leg(where: str, match: str = "all", normalise: bool = False) -> str:
+    if match == "any":
+        return _bm25_leg(where) + _ranked("kw", "rank_value DESC", "rank_value", normalise)
     return f"""
     kw AS MATERIALIZED (
         SELECT f.id, ts_rank_cd(f.search_vector, q.query) AS rank_value
@@ -179,11 +213,43 @@ def _keyword_leg(where: str) -> str:
         WHERE {where} AND f.search_vector @@ q.query
         ORDER BY rank_value DESC, f.id
         LIMIT %(depth)s
+    ),""" + _ranked("kw", "rank_value DESC", "rank_value", normalise)
+
+
+def _bm25_leg(where: str) -> str:
+    """`kw` for match any: facts with any of the query's lexemes, by BM25 over the facts the intent may read."""
+    # kw_query: 'a' | 'b' | ... from the query's lexemes, quotes and backslashes escaped for tsquery input.
+    return f"""
+    kw_terms AS MATERIALIZED (SELECT DISTINCT t.lexeme FROM unnest(to_tsvector(%(config)s::regconfig, %(query)s)) AS t),
+    kw_query AS MATERIALIZED (
+        SELECT COALESCE(string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | '), '')::tsquery AS query
+        FROM kw_terms
     ),
-    kw_ranked AS (SELECT id, row_number() OVER (ORDER BY rank_value DESC, id) AS r FROM kw)"""
+    kw_match AS MATERIALIZED (
+        SELECT f.id, f.search_vector AS v FROM facts_fact f, kw_query q WHERE {where} AND f.search_vector @@ q.query
+    ),
+    kw_stats AS MATERIALIZED (
+        SELECT count(*)::float8 AS n, COALESCE(avg(length(f.search_vector)), 1)::float8 AS avgdl FROM facts_fact f WHERE {where}
+    ),
+    kw_tf AS MATERIALIZED (
+        SELECT m.id, t.lexeme, COALESCE(cardinality(t.positions), 1)::float8 AS tf, length(m.v)::float8 AS dl
+        FROM kw_match m, unnest(m.v) AS t
+        WHERE t.lexeme IN (SELECT lexeme FROM kw_terms)
+    ),
+    kw_df AS (SELECT lexeme, count(*)::float8 AS df FROM kw_tf GROUP BY lexeme),
+    kw AS MATERIALIZED (
+        SELECT tf.id, sum(
+            ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5))
+            * tf.tf * ({BM25_K1} + 1) / (tf.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * tf.dl / GREATEST(s.avgdl, 1)))
+        ) AS rank_value
+        FROM kw_tf tf JOIN kw_df d USING (lexeme), kw_stats s
+        GROUP BY tf.id
+        ORDER BY rank_value DESC, tf.id
+        LIMIT %(depth)s
+    ),"""
 
 
-def _semantic_leg(where: str) -> str:
+def _semantic_leg(where: str, normalise: bool = False) -> str:
     return f"""
     sem AS MATERIALIZED (
         SELECT f.id, f.embedding <=> %(vector)s::vector AS distance
@@ -191,22 +257,39 @@ def _semantic_leg(where: str) -> str:
         WHERE {where} AND f.embedding_model = %(model)s AND f.embedding IS NOT NULL
         ORDER BY distance
         LIMIT %(depth)s
-    ),
-    sem_ranked AS (SELECT id, row_number() OVER (ORDER BY distance, id) AS r FROM sem)"""
+    ),""" + _ranked("sem", "distance", "(1 - distance)", normalise)
 
 
-def _sql(intent_mode: str, where: str) -> str:
+def _ranked(leg: str, order: str, value: str, normalise: bool) -> str:
+    """`<leg>_ranked`: each candidate's rank and, for score fusion, its score min-max normalised over the leg."""
+    norm = ""
+    if normalise:  # `value` grows with relevance; when all candidates tie, each scores 1
+        lo, hi = f"min({value}) OVER ()", f"max({value}) OVER ()"
+        norm = f", (CASE WHEN {hi} > {lo} THEN ({value} - {lo}) / ({hi} - {lo}) ELSE 1 END)::float8 AS norm"
+    return f"""
+    {leg}_ranked AS (SELECT id, row_number() OVER (ORDER BY {order}, id) AS r{norm} FROM {leg})"""
+
+
+def _sql(intent_mode: str, where: str, match: str = "all", fusion: str = "rrf") -> str:
     if intent_mode == "none":
         return f"""
         SELECT {_SELECT_FACT}, NULL::bigint AS kr, NULL::bigint AS sr, 0::float8 AS score
         FROM facts_fact f WHERE {where}
         ORDER BY f.updated_at DESC, f.id DESC LIMIT %(limit)s"""
     legs, joins = [], []
+    normalise = intent_mode == "both" and fusion == "score"
     if intent_mode in ("keyword", "both"):
-        legs.append(_keyword_leg(where))
+        legs.append(_keyword_leg(where, match, normalise))
     if intent_mode in ("semantic", "both"):
-        legs.append(_semantic_leg(where))
-    if intent_mode == "both":
+        legs.append(_semantic_leg(where, normalise))
+    if normalise:
+        fused = """
+        fused AS (
+            SELECT COALESCE(k.id, s.id) AS id, k.r AS kr, s.r AS sr,
+                   (0.5 * COALESCE(k.norm, 0) + 0.5 * COALESCE(s.norm, 0))::float8 AS score
+            FROM kw_ranked k FULL OUTER JOIN sem_ranked s ON s.id = k.id
+        )"""
+    elif intent_mode == "both":
         fused = """
         fused AS (
             SELECT COALESCE(k.id, s.id) AS id, k.r AS kr, s.r AS sr,
@@ -230,7 +313,9 @@ def _rows_to_hits(rows: list[tuple], intent: Intent) -> list[Hit]:
     hits = []
     width = len(_FACT_COLUMNS)
     for row in rows:
-        fact = Fact.from_db(connection.alias, _FACT_ATTNAMES, row[:width])
+        # Raw rows skip Django's converters: apply them (jsonb arrives as text, for one).
+        values = [convert(value, None, connection) if convert else value for convert, value in zip(_CONVERTERS, row[:width])]
+        fact = Fact.from_db(connection.alias, _FACT_ATTNAMES, values)
         kr, sr, score = row[width:]
         ranks = {}
         if kr is not None:
@@ -241,7 +326,9 @@ def _rows_to_hits(rows: list[tuple], intent: Intent) -> list[Hit]:
     return hits
 
 
-_FACT_ATTNAMES = [f.attname for f in Fact._meta.concrete_fields if f.column in _FACT_COLUMNS]
+_FACT_FIELDS = [f for f in Fact._meta.concrete_fields if f.column in _FACT_COLUMNS]
+_FACT_ATTNAMES = [f.attname for f in _FACT_FIELDS]
+_CONVERTERS = [getattr(f, "from_db_value", None) for f in _FACT_FIELDS]
 
 
 def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder | None = None, vector_cache: dict | None = None) -> list[Hit]:
@@ -273,7 +360,7 @@ def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder |
     if mode in ("keyword", "both"):
         params["query"] = query
         params["config"] = project_search_config(run.project_id)
-    sql = _sql(mode, " AND ".join(conds))
+    sql = _sql(mode, " AND ".join(conds), intent.match, intent.fusion)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()

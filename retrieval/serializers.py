@@ -12,6 +12,8 @@ class IntentSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["none", "keyword", "semantic", "both"], required=False, default="none")
     limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
     roles = serializers.ListField(child=serializers.ChoiceField(choices=["user", "agent"]), required=False)
+    match = serializers.ChoiceField(choices=["all", "any"], required=False, help_text="keyword leg: every word (default) or any word, BM25-ranked")
+    fusion = serializers.ChoiceField(choices=["rrf", "score"], required=False, help_text="mode both: RRF k=60 (default) or mean of min-max normalised scores")
 
 
 class RetrieveInSerializer(StrictSerializer):

@@ -2,6 +2,13 @@
 
 from django.urls import path
 
-from retrieval import views
+from retrieval import agent_views, views
 
-urlpatterns = [path("retrieve", views.RetrieveView.as_view(), name="retrieve")]
+urlpatterns = [
+    path("retrieve", views.RetrieveView.as_view(), name="retrieve"),
+    path("agents", agent_views.AgentListView.as_view(), name="agents"),
+    path("agents/<str:slug>", agent_views.AgentDetailView.as_view(), name="agent"),
+    path("agents/<str:slug>/context", agent_views.AgentContextView.as_view(), name="agent-context"),
+    path("agents/<str:slug>/tools", agent_views.AgentToolsView.as_view(), name="agent-tools"),
+    path("agents/<str:slug>/remember", agent_views.AgentRememberView.as_view(), name="agent-remember"),
+]

@@ -25,6 +25,7 @@ class Endpoint:
     path: str  # with {fact} for the object under test
     methods: dict[str, dict | None] = field(default_factory=dict)  # method -> body
     writes: frozenset = frozenset({"post", "put", "patch", "delete"})
+    target: str = "fact"  # what {fact} names: "fact", or "approval" (of a pending fact)
 
     @property
     def is_object(self) -> bool:
@@ -47,6 +48,24 @@ ENDPOINTS = {
         ]}},
         writes=frozenset(),
     ),
+    # Approvals are for reviewers and admins: a read key is refused reading them too.
+    "approvals": Endpoint("/v1/approvals", {"get": None}, writes=frozenset({"get"}), target="approval"),
+    "approval": Endpoint("/v1/approvals/{fact}", {"get": None}, writes=frozenset({"get"}), target="approval"),
+    "approval-approve": Endpoint("/v1/approvals/{fact}/approve", {"post": {"note": "fine"}}, target="approval"),
+    "approval-reject": Endpoint("/v1/approvals/{fact}/reject", {"post": {}}, target="approval"),
+    # Agents belong to a project, not to a participant: any key of the project may use them.
+    "agents": Endpoint("/v1/agents", {"get": None, "post": {"slug": "iso.new", "instructions": "x"}}),
+    "agent": Endpoint("/v1/agents/{fact}", {"get": None, "put": {"instructions": "changed"}, "delete": None}, target="agent"),
+    "agent-context": Endpoint("/v1/agents/{fact}/context", {"post": {"userMessage": "secret"}}, writes=frozenset(), target="agent"),
+    "agent-tools": Endpoint("/v1/agents/{fact}/tools", {"get": None}, target="agent"),
+    "agent-remember": Endpoint(
+        "/v1/agents/{fact}/remember", {"post": {"arguments": {"type": "acme.preference", "content": "prefers email"}}}, target="agent",
+    ),
+}
+ISO_AGENT = {
+    "slug": "iso.desk",
+    "retrieval": [{"scope": "same-user", "mode": "keyword"}, {"scope": "same-project", "mode": "keyword"}],
+    "memory": {"remember": {"types": ["acme.preference"], "scope": "same-project"}},
 }
 
 CALLERS = ["owner", "other-project", "other-tenant", "read-key", "same-participant", "other-participant", "revoked", "no-key"]
@@ -85,9 +104,15 @@ def _client(world, caller: str) -> APIClient:
     return world.client(**options)
 
 
-def _target(world, caller: str) -> str:
+def _target(world, caller: str, kind: str = "fact") -> str:
     """The owner's object each caller probes: a participant's fact for participant keys."""
+    if kind == "approval":
+        return _pending_approval(world, participant="end-7" if caller in {"same-participant", "other-participant"} else None)
     owner = world.client()
+    if kind == "agent":
+        assert owner.post("/v1/agents", ISO_AGENT, format="json").status_code == 201
+        _target(world, caller)  # and a secret the agent's reads must not leak
+        return ISO_AGENT["slug"]
     body = dict(NOTE, content="owner's secret text")
     if caller in {"same-participant", "other-participant"}:
         body["scope"] = {"participantId": "end-7"}
@@ -96,10 +121,34 @@ def _target(world, caller: str) -> str:
     return response.json()["id"]
 
 
+def _pending_approval(world, participant: str | None) -> str:
+    """An approval of a fact an agent remembered for the owner's project, waiting for a reviewer."""
+    from approvals.services import approval_request
+    from facts.services import FactInput, Provenance, fact_write
+    from memoryhub import scoping
+    from memoryhub.services import Principal
+
+    principal = Principal(
+        api_key_id=None, tenant_id=world.acme.id, project_id=world.desk.id, user_id=world.alice.pk, access="write",
+        role="admin", participant_id=None,
+    )
+    agent = {"id": "acme.desk", "kind": "agent", "agentVersion": "1.0.0"}
+    with scoping.scope(tenant_id=world.acme.id, project_id=world.desk.id):
+        fact, _ = fact_write(
+            principal=principal,
+            data=FactInput(type="acme.note", content="owner's secret text", participant_id=participant),
+            provenance=Provenance(trust="unverified", attributed_to=agent, status="pending"),
+        )
+        approval = approval_request(fact=fact, reasons=[{"rule": "wide-scope", "match": "same-project"}], requested_by=agent)
+    return str(approval.id)
+
+
 def _expected(endpoint: Endpoint, method: str, caller: str) -> set[int]:
     if caller in {"revoked", "no-key"}:
         return {401}
     writes = method in endpoint.writes
+    if endpoint.target == "agent" and caller == "other-participant":
+        caller = "same-participant"  # agents are the project's, not a participant's
     if endpoint.is_object:
         if caller in {"other-project", "other-tenant", "other-participant"}:
             return {404}
@@ -123,7 +172,7 @@ CASES = [
 @pytest.mark.parametrize("name, method, caller", CASES, ids=[f"{n}-{m}-{c}" for n, m, c in CASES])
 def test_isolation(world, name, method, caller):
     endpoint = ENDPOINTS[name]
-    fact_id = _target(world, caller)
+    fact_id = _target(world, caller, endpoint.target)
     client = _client(world, caller)
     body = endpoint.methods[method]
     response = getattr(client, method)(endpoint.path.format(fact=fact_id), body, format="json")
@@ -131,8 +180,10 @@ def test_isolation(world, name, method, caller):
     if response.status_code >= 400:
         assert response["Content-Type"] == "application/problem+json"
     if caller in {"other-project", "other-tenant", "other-participant"}:
-        # Nothing of the owner's object reaches another project, tenant or participant.
-        assert fact_id not in response.content.decode()
+        # Nothing of the owner's object reaches another project, tenant or participant
+        # (an agent is the whole project's, so another participant may see it).
+        if not (endpoint.target == "agent" and caller == "other-participant"):
+            assert fact_id not in response.content.decode()
         assert "owner's secret text" not in response.content.decode()
 
 

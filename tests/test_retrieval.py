@@ -36,6 +36,7 @@ def test_keyword_rank_one_scores_one_over_sixty_one(world):
     body = retrieve(client, "washing machine leaks", [{"scope": "same-user", "mode": "keyword", "limit": 3}], participantId="end-9")
     assert [h["fact"]["id"] for h in body["facts"]] == [fact["id"]]
     hit = body["facts"][0]
+    assert hit["fact"] == fact  # the same shape as a GET: content is JSON, not text
     assert hit["ranks"] == {"keyword": 1}
     assert hit["score"] == 1 / 61 == 0.01639344262295082
     assert hit["intent"] == {"source": "facts", "scope": "same-user", "mode": "keyword", "limit": 3}
@@ -235,3 +236,21 @@ def test_one_query_per_intent(world, django_assert_max_num_queries):
     with django_assert_max_num_queries(4):
         body = retrieve(client, "washing", [{"scope": "same-user", "mode": "both"}, {"scope": "same-project", "mode": "keyword"}], participantId="end-7")
     assert len(body["facts"]) == 10
+
+
+def test_the_text_search_configuration_is_a_project_setting(world):
+    from django.core.exceptions import ValidationError
+
+    english = world.client()
+    write(english, "She was running to the station")
+    assert len(retrieve(english, "run", [{"scope": "same-project", "mode": "keyword"}])["facts"]) == 1  # stemmed
+    world.ops.text_search_config = "simple"
+    world.ops.full_clean()
+    world.ops.save()
+    simple = world.client(project=world.ops)
+    write(simple, "She was running to the station")
+    assert retrieve(simple, "run", [{"scope": "same-project", "mode": "keyword"}])["facts"] == []  # not stemmed
+    assert len(retrieve(simple, "running", [{"scope": "same-project", "mode": "keyword"}])["facts"]) == 1
+    world.ops.text_search_config = "klingon"
+    with pytest.raises(ValidationError):
+        world.ops.full_clean()

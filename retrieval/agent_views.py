@@ -1,0 +1,196 @@
+"""Agents API: declarations, context before a turn, tools, remember — thin doors onto retrieval.agents."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework import status as http
+from rest_framework.response import Response
+
+from facts.serializers import StrictSerializer, _iso, fact_to_dict
+from memoryhub.api import ApiView
+from memoryhub.errors import ValidationFailed
+from memoryhub.models import Role
+from memoryhub.pagination import paginate
+from retrieval import agents
+from retrieval.serializers import FactHitSerializer, WarningSerializer
+
+PROJECT_PARAM = OpenApiParameter("projectId", str, required=False, description="for tenant-wide keys: the agent's project")
+
+
+class RememberRulesSerializer(serializers.Serializer):
+    types = serializers.ListField(child=serializers.CharField())
+    scope = serializers.ChoiceField(choices=list(agents.REMEMBER_SCOPES), required=False)
+    keepDays = serializers.IntegerField(required=False, min_value=1, max_value=3650)
+
+
+class MemorySerializer(serializers.Serializer):
+    remember = RememberRulesSerializer(required=False, allow_null=True)
+
+
+class AgentInSerializer(StrictSerializer):
+    slug = serializers.CharField(max_length=200, required=False)
+    version = serializers.CharField(max_length=100, required=False, default="1.0.0")
+    instructions = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+    # Intents and remember rules are validated by retrieval.agents (one rule for every door).
+    retrieval = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
+    memory = serializers.JSONField(required=False, default=dict, help_text="{remember: {types, scope, keepDays}}")
+    projectId = serializers.UUIDField(required=False, allow_null=True)
+
+
+class AgentOutSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    slug = serializers.CharField()
+    version = serializers.CharField()
+    instructions = serializers.CharField()
+    retrieval = serializers.ListField(child=serializers.DictField())
+    memory = MemorySerializer()
+    projectId = serializers.UUIDField()
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+    warnings = WarningSerializer(many=True)
+
+
+def agent_to_dict(agent) -> dict:
+    return {
+        "id": str(agent.id), "slug": agent.slug, "version": agent.version, "instructions": agent.instructions,
+        "retrieval": agent.retrieval, "memory": {"remember": agent.remember} if agent.remember else {},
+        "projectId": str(agent.project_id), "createdAt": _iso(agent.created_at), "updatedAt": _iso(agent.updated_at),
+        "warnings": agents.publishing_warnings(agent),
+    }
+
+
+def _agent_input(data: dict, slug: str | None = None) -> agents.AgentInput:
+    memory = data.get("memory") or {}
+    if not isinstance(memory, dict) or set(memory) - {"remember"}:
+        raise ValidationFailed("memory must be {remember: {types, scope, keepDays}}", errors={"memory": ["{remember: {...}}"]})
+    if slug is not None and data.get("slug") not in (None, slug):
+        raise ValidationFailed("slug in the body differs from the one in the path", errors={"slug": ["must match the path"]})
+    return agents.AgentInput(
+        slug=slug or data.get("slug"), version=data["version"], instructions=data["instructions"],
+        retrieval=data["retrieval"], remember=memory.get("remember"),
+    )
+
+
+def _valid(serializer_class, data):
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class AgentListView(ApiView):
+    @extend_schema(operation_id="agents_list", parameters=[PROJECT_PARAM], responses=inline_serializer("AgentPage", {"data": AgentOutSerializer(many=True), "nextCursor": serializers.CharField(allow_null=True)}))
+    def get(self, request):
+        queryset = agents.agents_list(principal=self.principal, project_id=request.query_params.get("projectId"))
+        rows, next_cursor = paginate(queryset, params=request.query_params)
+        return Response({"data": [agent_to_dict(a) for a in rows], "nextCursor": next_cursor})
+
+    @extend_schema(operation_id="agents_create", request=AgentInSerializer, responses={201: AgentOutSerializer})
+    def post(self, request):
+        data = _valid(AgentInSerializer, request.data)
+        if not data.get("slug"):
+            raise ValidationFailed("slug is required, e.g. acme.desk", errors={"slug": ["required"]})
+        agent, _ = agents.agent_save(principal=self.principal, project_id=data.get("projectId"), data=_agent_input(data), create_only=True)
+        return Response(agent_to_dict(agent), status=http.HTTP_201_CREATED)
+
+
+class AgentDetailView(ApiView):
+    @extend_schema(operation_id="agents_get", parameters=[PROJECT_PARAM], responses=AgentOutSerializer)
+    def get(self, request, slug):
+        return Response(agent_to_dict(agents.agent_get(principal=self.principal, project_id=request.query_params.get("projectId"), slug=slug)))
+
+    @extend_schema(operation_id="agents_put", request=AgentInSerializer, responses=AgentOutSerializer)
+    def put(self, request, slug):
+        data = _valid(AgentInSerializer, request.data)
+        agent, _ = agents.agent_save(principal=self.principal, project_id=data.get("projectId"), data=_agent_input(data, slug), replace_only=True)
+        return Response(agent_to_dict(agent))
+
+    @extend_schema(operation_id="agents_delete", parameters=[PROJECT_PARAM], responses={204: None})
+    def delete(self, request, slug):
+        agents.agent_delete(principal=self.principal, project_id=request.query_params.get("projectId"), slug=slug)
+        return Response(status=http.HTTP_204_NO_CONTENT)
+
+
+class ContextInSerializer(StrictSerializer):
+    userMessage = serializers.CharField(max_length=32_000, trim_whitespace=False)
+    participantId = serializers.CharField(required=False, allow_null=True, max_length=200)
+    conversationId = serializers.UUIDField(required=False, allow_null=True)
+    runId = serializers.CharField(required=False, allow_null=True, max_length=200)
+    projectId = serializers.UUIDField(required=False, allow_null=True)
+
+
+class ChatMessageSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["system", "user"])
+    content = serializers.CharField()
+
+
+class ContextOutSerializer(serializers.Serializer):
+    messages = ChatMessageSerializer(many=True)
+    facts = FactHitSerializer(many=True)
+    recalled = serializers.ListField(child=serializers.DictField())
+    warnings = WarningSerializer(many=True)
+    tools = serializers.ListField(child=serializers.DictField())
+
+
+class AgentContextView(ApiView):
+    idempotent_methods = frozenset()  # a read
+
+    @extend_schema(operation_id="agents_context", request=ContextInSerializer, responses=ContextOutSerializer)
+    def post(self, request, slug):
+        data = _valid(ContextInSerializer, request.data)
+        agent = agents.agent_get(principal=self.principal, project_id=data.get("projectId"), slug=slug)
+        turn = agents.Turn.start(principal=self.principal, agent=agent, participant_id=data.get("participantId"), conversation_id=data.get("conversationId"))
+        context = agents.agent_context(turn=turn, user_message=data["userMessage"])
+        return Response({
+            "messages": context.messages,
+            "facts": [{"fact": fact_to_dict(h.fact), "ranks": h.ranks, "score": h.score, "intent": h.intent.as_dict()} for h in context.hits],
+            "recalled": context.recalled,
+            "warnings": context.warnings,
+            "tools": context.tools,
+        })
+
+
+class AgentToolsView(ApiView):
+    @extend_schema(
+        operation_id="agents_tools",
+        parameters=[OpenApiParameter("participantId", str, required=False), OpenApiParameter("conversationId", str, required=False), PROJECT_PARAM],
+        responses=inline_serializer("AgentTools", {"tools": serializers.ListField(child=serializers.DictField())}),
+    )
+    def get(self, request, slug):
+        params = request.query_params
+        agent = agents.agent_get(principal=self.principal, project_id=params.get("projectId"), slug=slug)
+        conversation = params.get("conversationId") or None
+        turn = agents.Turn.start(principal=self.principal, agent=agent, participant_id=params.get("participantId") or None, conversation_id=conversation)
+        return Response({"tools": agents.turn_tools(turn)})
+
+
+class RememberInSerializer(StrictSerializer):
+    participantId = serializers.CharField(required=False, allow_null=True, max_length=200)
+    conversationId = serializers.UUIDField(required=False, allow_null=True)
+    runId = serializers.CharField(required=False, allow_null=True, max_length=200)
+    stepId = serializers.CharField(required=False, allow_null=True, max_length=200)
+    toolCallId = serializers.CharField(required=False, allow_null=True, max_length=200)
+    arguments = serializers.JSONField()
+    projectId = serializers.UUIDField(required=False, allow_null=True)
+
+
+class RememberOutSerializer(serializers.Serializer):
+    factId = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=["remembered", "pending-approval"])
+    outcome = serializers.ChoiceField(choices=["created", "superseded", "replayed"])
+    version = serializers.IntegerField()
+    approvalId = serializers.UUIDField(required=False)
+
+
+class AgentRememberView(ApiView):
+    @extend_schema(operation_id="agents_remember", request=RememberInSerializer, responses={200: RememberOutSerializer, 201: RememberOutSerializer})
+    def post(self, request, slug):
+        data = _valid(RememberInSerializer, request.data)
+        self.principal.require(Role.WRITER)
+        agent = agents.agent_get(principal=self.principal, project_id=data.get("projectId"), slug=slug)
+        turn = agents.Turn.start(principal=self.principal, agent=agent, participant_id=data.get("participantId"), conversation_id=data.get("conversationId"))
+        call = agents.RememberCallInput(arguments=data["arguments"], run_id=data.get("runId"), step_id=data.get("stepId"), tool_call_id=data.get("toolCallId"))
+        result, replayed = agents.agent_remember(turn=turn, call=call)
+        return Response(result, status=http.HTTP_200_OK if replayed else http.HTTP_201_CREATED)
+
+

@@ -1,0 +1,239 @@
+"""Intent options `match` (keyword leg: all words or any word, BM25) and `fusion` (mode both: rrf or score)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from memoryhub.services import apikey_authenticate
+from retrieval.search import BM25_B, BM25_K1, Result, Run, facts_retrieve, parse_intent, run_intent
+
+pytestmark = pytest.mark.django_db
+
+DIMS = 384
+
+
+def write(client, text, *, participant="end-9", **extra):
+    body = {"type": "acme.note", "content": {"text": text}, "scope": {"participantId": participant}, **extra}
+    response = client.post("/v1/facts", body, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def retrieve(client, query, intents, participant="end-9"):
+    response = client.post("/v1/retrieve", {"query": query, "intents": intents, "participantId": participant}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def bm25(query_terms: list[str], docs: dict[str, list[str]]) -> dict[str, float]:
+    """Reference BM25 over lexeme lists (document length: distinct lexemes, as tsvector `length`)."""
+    n = len(docs)
+    avgdl = sum(len(set(terms)) for terms in docs.values()) / n
+    out = {}
+    for name, terms in docs.items():
+        score = 0.0
+        for term in set(query_terms):
+            tf = terms.count(term)
+            if not tf:
+                continue
+            df = sum(1 for other in docs.values() if term in other)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            score += idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * len(set(terms)) / avgdl))
+        if score:
+            out[name] = score
+    return out
+
+
+# --- validation and echo -------------------------------------------------------------------------
+
+
+def test_defaults_keep_todays_intent_and_echo():
+    intent = parse_intent({"scope": "same-user", "mode": "both"})
+    assert (intent.match, intent.fusion) == ("all", "rrf")
+    assert intent.as_dict() == {"source": "facts", "scope": "same-user", "mode": "both", "limit": 10}
+    chosen = parse_intent({"scope": "same-user", "mode": "both", "match": "any", "fusion": "score", "limit": 5})
+    assert chosen.as_dict() == {"source": "facts", "scope": "same-user", "mode": "both", "limit": 5, "match": "any", "fusion": "score"}
+    assert parse_intent(chosen.as_dict()) == chosen  # the echo is a valid intent again
+    assert parse_intent({"scope": "same-user", "mode": "keyword", "match": "all"}).as_dict()["mode"] == "keyword"
+
+
+@pytest.mark.parametrize(
+    "intent, field",
+    [
+        ({"scope": "same-user", "mode": "keyword", "match": "some"}, "intents[0].match"),
+        ({"scope": "same-user", "mode": "semantic", "match": "any"}, "intents[0].match"),
+        ({"scope": "same-user", "match": "any"}, "intents[0].match"),  # mode none
+        ({"scope": "same-user", "mode": "both", "fusion": "max"}, "intents[0].fusion"),
+        ({"scope": "same-user", "mode": "keyword", "fusion": "score"}, "intents[0].fusion"),
+        ({"scope": "same-user", "mode": "both", "match": ["any"]}, "intents[0].match"),
+    ],
+)
+def test_bad_options_are_clear_validation_errors(world, intent, field):
+    response = world.client().post("/v1/retrieve", {"query": "x", "participantId": "end-9", "intents": [intent]}, format="json")
+    assert response.status_code == 400
+    assert field in response.json()["errors"]
+
+
+# --- match any --------------------------------------------------------------------------------
+
+
+def test_match_any_finds_a_fact_sharing_only_some_words(world):
+    client = world.client()
+    leak = write(client, "The washing machine leaks water from the bottom.")
+    write(client, "end-9 likes blue sofas")
+    question = "Why is my dishwasher leaking onto the kitchen floor?"
+    assert retrieve(client, question, [{"scope": "same-user", "mode": "keyword"}])["facts"] == []  # every word: none
+    body = retrieve(client, question, [{"scope": "same-user", "mode": "keyword", "match": "any", "limit": 3}])
+    assert [h["fact"]["id"] for h in body["facts"]] == [leak["id"]]  # shares only "leak"
+    hit = body["facts"][0]
+    assert hit["ranks"] == {"keyword": 1}
+    assert hit["score"] == 1 / 61  # the keyword mode's score is by rank, as with match all
+    assert hit["intent"] == {"source": "facts", "scope": "same-user", "mode": "keyword", "limit": 3, "match": "any"}
+
+
+def test_match_any_ranks_by_bm25_so_a_rare_word_outweighs_a_common_one(world):
+    client = world.client()
+    texts = {"ab": "alpha beta", "ag": "alpha gamma", "ad": "alpha delta", "zb": "zeta beta", "zz": "omega"}
+    facts = {name: write(client, text) for name, text in texts.items()}
+    expected = bm25(["alpha", "zeta"], {name: text.split() for name, text in texts.items()})
+    hits = retrieve(client, "alpha? zeta!", [{"scope": "same-user", "mode": "keyword", "match": "any"}])["facts"]
+    order = sorted(expected, key=lambda name: (-expected[name], facts[name]["id"]))
+    assert [h["fact"]["id"] for h in hits] == [facts[name]["id"] for name in order]
+    assert order[0] == "zb"  # zeta is in 1 of 5 facts, alpha in 3
+    assert [h["ranks"]["keyword"] for h in hits] == [1, 2, 3, 4]
+    assert [h["score"] for h in hits] == [1 / (60 + r) for r in (1, 2, 3, 4)]
+
+
+def test_match_any_ignores_search_syntax_and_stop_words(world):
+    client = world.client()
+    quoted = write(client, "the quoted it's back-slash minus note")
+    for query in ['it\'s "quoted" \\ -minus or', "back\\slash o'neil", "minus:*"]:
+        hits = retrieve(client, query, [{"scope": "same-user", "mode": "keyword", "match": "any"}])["facts"]
+        assert [h["fact"]["id"] for h in hits] == [quoted["id"]], query
+    assert retrieve(client, "the and of it", [{"scope": "same-user", "mode": "keyword", "match": "any"}])["facts"] == []
+
+
+def test_match_any_reads_only_the_intents_scope(world):
+    client = world.client()
+    mine = write(client, "parcel delivery delayed", participant="end-7")
+    write(client, "parcel delivery delayed", participant="end-8")
+    write(client, "parcel delivery delayed")  # the project's, no participant
+    write(world.client(user=world.charlie, project=world.globex_main), "parcel delivery delayed", participant="end-7")
+    hits = retrieve(client, "where is my parcel", [{"scope": "same-user", "mode": "keyword", "match": "any"}], participant="end-7")["facts"]
+    assert [h["fact"]["id"] for h in hits] == [mine["id"]]
+
+
+def test_both_without_a_provider_falls_back_to_keyword_with_the_option(world):
+    client = world.client()
+    leak = write(client, "The washing machine leaks")
+    body = retrieve(client, "is anything leaking?", [{"scope": "same-user", "mode": "both", "match": "any", "fusion": "score"}])
+    assert [h["fact"]["id"] for h in body["facts"]] == [leak["id"]]
+    assert body["facts"][0]["ranks"] == {"keyword": 1} and body["facts"][0]["score"] == 1 / 61
+    assert body["facts"][0]["intent"]["match"] == "any" and body["facts"][0]["intent"]["fusion"] == "score"
+    assert [w["code"] for w in body["warnings"]] == ["semantic-unavailable"]
+
+
+def test_options_keep_one_query_per_intent(world, django_assert_max_num_queries):
+    client = world.client()
+    for i in range(30):
+        write(client, f"washing machine note {i}")
+    intents = [{"scope": "same-user", "mode": "keyword", "match": "any"}, {"scope": "same-user", "mode": "both", "match": "any", "fusion": "score"}]
+    retrieve(client, "washing", intents)  # warm caches
+    with django_assert_max_num_queries(4):  # key lookup, membership, one statement per intent
+        body = retrieve(client, "washing note", intents)
+    assert len(body["facts"]) == 10
+
+
+# --- fusion score: exact arithmetic with hand-set embeddings ------------------------------------
+
+
+class StubEmbedder:
+    model = "test/stub-embedder"
+    dimensions = DIMS
+
+    def __init__(self, query_vector):
+        self.query_vector = query_vector
+
+    def embed_query(self, text):
+        return self.query_vector
+
+    def embed_documents(self, texts):  # pragma: no cover
+        raise AssertionError("not used")
+
+
+def unit(*weights: float) -> list[float]:
+    norm = math.sqrt(sum(w * w for w in weights))
+    return [w / norm for w in weights] + [0.0] * (DIMS - len(weights))
+
+
+@pytest.fixture
+def hand_made(world, in_scope):
+    """Five facts of end-9 with chosen words and embeddings; the query is `alpha beta gamma`, its vector (1, 0)."""
+    from facts.models import Fact
+
+    client = world.client()
+    rows = {  # name: (text, embedding); cosine with the query = first weight
+        "x": ("alpha beta gamma", unit(0.1, math.sqrt(0.99))),
+        "w": ("alpha beta", unit(0.5, 0.5)),
+        "y": ("alpha", unit(1.0, 0.0)),
+        "z": ("delta", unit(0.6, 0.8)),
+        "v": ("epsilon", unit(0.0, 0.0, 1.0)),
+    }
+    facts = {}
+    for name, (text, vector) in rows.items():
+        facts[name] = write(client, text)
+        Fact.objects.filter(id=facts[name]["id"]).update(embedding=vector, embedding_model=StubEmbedder.model)
+    principal = apikey_authenticate(raw=client.raw_key)
+    run = Run(principal=principal, query="alpha beta gamma", participant_id="end-9", project_id=world.desk.id)
+    similarity = {name: sum(a * b for a, b in zip(vector, unit(1.0, 0.0))) for name, (_, vector) in rows.items()}
+    keyword = bm25("alpha beta gamma".split(), {name: text.split() for name, (text, _) in rows.items()})
+    return run, facts, similarity, keyword
+
+
+def _minmax(values: dict[str, float]) -> dict[str, float]:
+    lo, hi = min(values.values()), max(values.values())
+    return {name: (value - lo) / (hi - lo) if hi > lo else 1.0 for name, value in values.items()}
+
+
+def test_fusion_score_is_the_mean_of_min_max_normalised_leg_scores(hand_made):
+    run, facts, similarity, keyword = hand_made
+    intent = parse_intent({"scope": "same-user", "mode": "both", "match": "any", "fusion": "score"})
+    hits = run_intent(run, intent, Result(), embedder=StubEmbedder(unit(1.0, 0.0)))
+    kw_norm, sem_norm = _minmax(keyword), _minmax(similarity)
+    expected = {name: 0.5 * kw_norm.get(name, 0.0) + 0.5 * sem_norm[name] for name in facts}
+    by_id = {facts[name]["id"]: name for name in facts}
+    got = {by_id[str(h.fact.id)]: h.score for h in hits}
+    assert got == pytest.approx(expected, abs=1e-6)  # vectors are stored as float4
+    assert [by_id[str(h.fact.id)] for h in hits] == sorted(expected, key=lambda n: -expected[n])
+    # x leads keyword but is far from the query's meaning; y is the reverse; w is good at both.
+    assert [by_id[str(h.fact.id)] for h in hits][:1] == ["w"]
+    ranks = {by_id[str(h.fact.id)]: h.ranks for h in hits}
+    assert ranks["x"] == {"keyword": 1, "semantic": 4} and ranks["z"] == {"semantic": 3}
+    assert hits[0].intent.as_dict()["fusion"] == "score"
+
+
+def test_plain_both_is_unchanged_rrf(hand_made):
+    run, facts, similarity, keyword = hand_made
+    for raw in ({"mode": "both"}, {"mode": "both", "match": "any"}):
+        intent = parse_intent({"scope": "same-user", **raw})
+        hits = run_intent(run, intent, Result(), embedder=StubEmbedder(unit(1.0, 0.0)))
+        for hit in hits:
+            assert hit.score == pytest.approx(sum(1 / (60 + r) for r in hit.ranks.values()))
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # RRF ranks y first (semantic 1, keyword 3), where score fusion ranks w (good at both) first.
+    by_id = {facts[name]["id"]: name for name in facts}
+    rrf_any = run_intent(run, parse_intent({"scope": "same-user", "mode": "both", "match": "any"}), Result(), embedder=StubEmbedder(unit(1.0, 0.0)))
+    assert [by_id[str(h.fact.id)] for h in rrf_any][:3] == ["y", "w", "x"]
+    # Plain both keeps web-search AND: only x has all three words.
+    hits = run_intent(run, parse_intent({"scope": "same-user", "mode": "both"}), Result(), embedder=StubEmbedder(unit(1.0, 0.0)))
+    assert [h.ranks.get("keyword") for h in hits if "keyword" in h.ranks] == [1]
+
+
+def test_facts_retrieve_passes_the_options_through(hand_made, settings):
+    run, facts, _, _ = hand_made
+    settings.MEMORYHUB_EMBEDDINGS = "none"  # keyword only: the options still apply to the keyword leg
+    result = facts_retrieve(run=run, intents=[parse_intent({"scope": "same-user", "mode": "keyword", "match": "any"})])
+    assert [str(h.fact.id) for h in result.hits][:1] == [facts["x"]["id"]]  # all three words
+    assert len(result.hits) == 3  # x, w, y: any word
