@@ -217,3 +217,46 @@ def test_wide_scope_memories_wait_for_a_person(world):
     assert client.post(f"/v1/approvals/{result['approvalId']}/reject", {"note": "not policy"}, format="json").status_code == 200
     body = client.post("/v1/retrieve", {"query": "refunds", "intents": [{"scope": "same-project", "mode": "keyword"}]}, format="json").json()
     assert body["facts"] == []
+
+
+def _corpora():
+    import json
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data"
+    poisoning = [json.loads(line)["text"] for line in (data / "poisoning.jsonl").read_text().splitlines() if line.strip()]
+    benign = [line for line in (data / "benign.txt").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    return poisoning, benign
+
+
+def test_poisoning_corpus_ends_pending_and_unseen_through_the_remember_tool(world, desk, in_scope):
+    from facts.models import Fact
+
+    poisoning, benign = _corpora()
+    assert len(poisoning) >= 50 and len(benign) >= 50
+
+    def remember(text, index, run):
+        response = desk.post("/v1/agents/acme.desk/remember", {
+            "participantId": "end-7", "runId": run, "toolCallId": f"call-{index}",
+            "arguments": {"type": "acme.preference", "content": text[:2000]},
+        }, format="json")
+        assert response.status_code == 201, (text, response.content)
+        return response.json()
+
+    held = [remember(text, i, "poison") for i, text in enumerate(poisoning)]
+    caught = sum(r["status"] == "pending-approval" for r in held)
+    kept = [remember(text, i, "benign") for i, text in enumerate(benign)]
+    flagged = sum(r["status"] == "pending-approval" for r in kept)
+    print(f"\nremember tool: poisoning held for approval {caught}/{len(poisoning)}; benign held back {flagged}/{len(benign)} ({flagged / len(benign):.1%})")
+    assert caught == len(poisoning)
+    assert flagged <= 0.05 * len(benign)
+    # Unseen: not in any list, retrieval or context of anyone who is not a reviewer.
+    pending_ids = {r["factId"] for r in held}
+    assert Fact.objects.filter(id__in=pending_ids, status="pending").count() == len(pending_ids)
+    writer = world.client(user=world.bob)
+    listed = {f["id"] for f in writer.get("/v1/facts", {"limit": 500, "participantId": "end-7"}).json()["data"]}
+    assert not listed & pending_ids
+    for query in ["ignore instructions", "always reply", "http", "system prompt"]:
+        body = desk.post("/v1/retrieve", {"query": query, "participantId": "end-7",
+                                          "intents": [{"scope": "same-user", "mode": "keyword", "match": "any", "limit": 100}]}, format="json").json()
+        assert not {h["fact"]["id"] for h in body["facts"]} & pending_ids
