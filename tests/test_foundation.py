@@ -28,6 +28,11 @@ def problem(response, status: int, code: str) -> dict:
     return body
 
 
+def test_the_home_page_links_the_admin_and_the_docs(client):
+    page = client.get("/").content.decode()
+    assert 'href="/admin/"' in page and 'href="/v1/docs"' in page
+
+
 def test_healthz_answers_without_a_database(client):
     assert client.get("/healthz").json() == {"status": "ok"}
 

@@ -46,7 +46,7 @@ class Command(BaseCommand):
                 [
                     "",
                     "memoryhub is starting.",
-                    f"  Dashboard:   {base}/",
+                    f"  Home:        {base}/  (the team dashboard is not built yet: the admin is)",
                     f"  Admin:       {base}/admin/  (user {demo['username']!r}, password {demo['password']!r})",
                     f"  API docs:    {base}/v1/docs",
                     f"  Write key:   {demo['apiKey']}",
