@@ -20,7 +20,13 @@ from approvals.models import Approval, ApprovalStatus
 from approvals.rules import instruction_reasons
 from approvals.services import approval_grant, approval_reject
 from memoryhub import scoping
-from memoryhub.admin_site import CrossTenantAdminMixin, admin_principal, membership_condition, report_outcome
+from memoryhub.admin_site import (
+    CrossTenantAdminMixin,
+    ServiceOnlyAdminMixin,
+    admin_principal,
+    membership_condition,
+    report_outcome,
+)
 from memoryhub.errors import ApplicationError, Forbidden
 from memoryhub.models import Tenant
 
@@ -147,7 +153,7 @@ def _current_reasons(approval: Approval) -> list[dict]:
 
 
 @admin.register(Approval)
-class ApprovalAdmin(CrossTenantAdminMixin, admin.ModelAdmin):
+class ApprovalAdmin(CrossTenantAdminMixin, ServiceOnlyAdminMixin, admin.ModelAdmin):
     """The approvals queue across tenants (a staff user who is not a superuser sees only their own)."""
 
     list_display = ("short_id", "status", "tenant", "project", "fact_type", "participant", "fact_text", "reasons_shown", "requested", "created_at", "decided")
@@ -222,16 +228,6 @@ class ApprovalAdmin(CrossTenantAdminMixin, admin.ModelAdmin):
     @admin.display(description="fact")
     def fact_link(self, approval: Approval) -> SafeString:
         return format_html('<a href="/admin/facts/fact/{}/change/">{}</a>', approval.fact_id, approval.fact)
-
-    # Approvals change only through the services: no add, no edit, no delete.
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_act_permission(self, request) -> bool:
         """May run the actions; the services then check the person's role in each approval's tenant."""

@@ -18,7 +18,13 @@ from django.utils.text import Truncator
 from facts.models import Fact, FactRevision, Status
 from facts.services import fact_delete, fact_verify
 from memoryhub import scoping
-from memoryhub.admin_site import CrossTenantAdminMixin, admin_principal, membership_condition, report_outcome
+from memoryhub.admin_site import (
+    CrossTenantAdminMixin,
+    ServiceOnlyAdminMixin,
+    admin_principal,
+    membership_condition,
+    report_outcome,
+)
 from memoryhub.errors import ApplicationError, Forbidden
 from memoryhub.models import Project
 
@@ -114,7 +120,7 @@ class FactRevisionInline(admin.TabularInline):
 
 
 @admin.register(Fact)
-class FactAdmin(CrossTenantAdminMixin, admin.ModelAdmin):
+class FactAdmin(CrossTenantAdminMixin, ServiceOnlyAdminMixin, admin.ModelAdmin):
     """Facts across tenants (a staff user who is not a superuser sees only their own), read-only."""
 
     list_display = ("id", "type", "key", "participant", "tenant", "project", "trust", "status", "version", "updated_at")
@@ -149,16 +155,6 @@ class FactAdmin(CrossTenantAdminMixin, admin.ModelAdmin):
         if (condition := membership_condition(request.user)) is not None:
             queryset = queryset.filter(condition)
         return queryset
-
-    # Facts change only through the services: no add, no edit, no hard delete.
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_act_permission(self, request) -> bool:
         """May run the actions; the services then check the person's role in each fact's tenant."""

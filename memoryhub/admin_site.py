@@ -50,6 +50,20 @@ class CrossTenantAdminMixin:
         return _unscoped(super().history_view, request, object_id, extra_context)
 
 
+class ServiceOnlyAdminMixin:
+    """Rows that change only through the services: no add, no edit, no delete in the admin;
+    the actions call the services, which check the person's role."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 def membership_condition(user, *, tenant_field: str = "tenant_id", project_field: str = "project_id") -> Q | None:
     """The rows a staff user who is not a superuser may see: their tenants and projects.
 
