@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from rest_framework import serializers
 
 from approvals.models import Approval, ApprovalKind, ApprovalStatus
 from approvals.services import MAX_NOTE
 from facts.serializers import AttributionSerializer, FactOutSerializer, StrictSerializer, fact_to_dict
+from memoryhub.api import iso_time
 
 
 class ApprovalDecisionInSerializer(StrictSerializer):
     note = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=MAX_NOTE, trim_whitespace=False)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
 def approval_to_dict(approval: Approval) -> dict:
@@ -29,9 +24,9 @@ def approval_to_dict(approval: Approval) -> dict:
         "status": approval.status,
         "requestedBy": approval.requested_by,
         "decidedBy": approval.decided_by,
-        "decidedAt": _iso(approval.decided_at),
+        "decidedAt": iso_time(approval.decided_at),
         "note": approval.note,
-        "createdAt": _iso(approval.created_at),
+        "createdAt": iso_time(approval.created_at),
     }
 
 

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from facts.models import Fact, FactRevision
 from facts.selectors import effective_status
 from facts.services import UNSET, FactInput
+from memoryhub.api import iso_time
 
 SERVER_SET = {
     "id": "id is given by the server",
@@ -91,12 +92,6 @@ class SupersedeInSerializer(StrictSerializer):
     expectVersion = serializers.IntegerField(required=False, min_value=1)
 
 
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.isoformat().replace("+00:00", "Z")
-
-
 def fact_to_dict(fact: Fact | FactRevision, *, created_at: datetime | None = None) -> dict:
     """The fact as API.md gives it (a revision too, with its own version and state)."""
     return {
@@ -111,29 +106,29 @@ def fact_to_dict(fact: Fact | FactRevision, *, created_at: datetime | None = Non
             "conversationId": str(fact.conversation_id) if fact.conversation_id else None,
         },
         "version": fact.version,
-        "createdAt": _iso(created_at or fact.created_at),
-        "updatedAt": _iso(fact.recorded_at if isinstance(fact, FactRevision) else fact.updated_at),
+        "createdAt": iso_time(created_at or fact.created_at),
+        "updatedAt": iso_time(fact.recorded_at if isinstance(fact, FactRevision) else fact.updated_at),
         "content": fact.content,
         "contentHash": fact.content_hash,
         "size": fact.size,
         "embeddingModel": fact.embedding_model,
         "trust": fact.trust,
         "verifiedBy": fact.verified_by,
-        "verifiedAt": _iso(fact.verified_at),
+        "verifiedAt": iso_time(fact.verified_at),
         "attributedTo": fact.attributed_to,
         "generatedBy": fact.generated_by,
         "subjects": fact.subjects,
         "references": fact.references,
-        "validFrom": _iso(fact.valid_from),
-        "validUntil": _iso(fact.valid_until),
-        "expiresAt": _iso(fact.expires_at),
+        "validFrom": iso_time(fact.valid_from),
+        "validUntil": iso_time(fact.valid_until),
+        "expiresAt": iso_time(fact.expires_at),
         "status": effective_status(fact),
     }
 
 
 def revision_to_dict(revision: FactRevision, fact: Fact) -> dict:
     body = fact_to_dict(revision, created_at=fact.created_at)
-    body["supersededAt"] = _iso(revision.superseded_at)
+    body["supersededAt"] = iso_time(revision.superseded_at)
     body["invalidationReason"] = revision.invalidation_reason
     body["invalidatedBy"] = revision.invalidated_by
     return body

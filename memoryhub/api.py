@@ -7,12 +7,19 @@ idempotency protocol (memoryhub.idempotency).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
 from django.http import HttpResponse
 from rest_framework.views import APIView
 
 from memoryhub import idempotency, scoping
 from memoryhub.services import Principal
+
+
+def iso_time(value: datetime | None) -> str | None:
+    """Times on the wire: ISO 8601 in UTC with a Z."""
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
 class ApiView(APIView):

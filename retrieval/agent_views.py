@@ -7,8 +7,8 @@ from rest_framework import serializers
 from rest_framework import status as http
 from rest_framework.response import Response
 
-from facts.serializers import StrictSerializer, _iso, fact_to_dict
-from memoryhub.api import ApiView
+from facts.serializers import StrictSerializer, fact_to_dict
+from memoryhub.api import ApiView, iso_time
 from memoryhub.errors import ValidationFailed
 from memoryhub.models import Role
 from memoryhub.pagination import paginate
@@ -55,7 +55,7 @@ def agent_to_dict(agent) -> dict:
     return {
         "id": str(agent.id), "slug": agent.slug, "version": agent.version, "instructions": agent.instructions,
         "retrieval": agent.retrieval, "memory": {"remember": agent.remember} if agent.remember else {},
-        "projectId": str(agent.project_id), "createdAt": _iso(agent.created_at), "updatedAt": _iso(agent.updated_at),
+        "projectId": str(agent.project_id), "createdAt": iso_time(agent.created_at), "updatedAt": iso_time(agent.updated_at),
         "warnings": agents.publishing_warnings(agent),
     }
 
