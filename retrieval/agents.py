@@ -24,11 +24,12 @@ from memoryhub.errors import ApplicationError, NotFound, ValidationFailed
 from memoryhub.models import Role
 from memoryhub.services import Principal
 from retrieval.models import Agent, RememberCall
-from retrieval.search import NEEDS_PARTICIPANT, Hit, Result, Run, facts_retrieve, parse_intent
+from retrieval import recall as recall_
+from retrieval.conversations import conversation_find
+from retrieval.search import NEEDS_PARTICIPANT, RECALL_SCOPES, Hit, Result, Run, facts_retrieve, parse_intent  # noqa: F401
 
 SLUG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,199}$")
 REMEMBER_SCOPES = ("same-user", "same-conversation", "same-project", "tenant")
-RECALL_SCOPES = ("same-user", "same-conversation", "same-segment", "same-project")
 REMEMBER_TOOL = "memory_remember"
 MAX_REMEMBER_TEXT = 2000
 DEFAULT_KEEP_DAYS = 30
@@ -47,26 +48,6 @@ class RememberRejected(ValidationFailed):
 # --- declarations ------------------------------------------------------------------------------
 
 
-def _recall_intent(raw: dict, index: int) -> dict:
-    where = f"retrieval[{index}]"
-    unknown = sorted(set(raw) - {"source", "scope", "mode", "limit", "roles"})
-    if unknown:
-        raise ValidationFailed(f"{where}.{unknown[0]} is not a field of a conversations intent", errors={f"{where}.{unknown[0]}": ["unknown field"]})
-    scope = raw.get("scope")
-    if scope not in RECALL_SCOPES:
-        raise ValidationFailed(f"{where}.scope must be one of {', '.join(RECALL_SCOPES)}", errors={f"{where}.scope": [f"one of {', '.join(RECALL_SCOPES)}"]})
-    mode = raw.get("mode", "none")
-    if mode not in ("none", "keyword", "semantic", "both"):
-        raise ValidationFailed(f"{where}.mode must be none, keyword, semantic or both", errors={f"{where}.mode": ["none, keyword, semantic or both"]})
-    limit = raw.get("limit", 10)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
-        raise ValidationFailed(f"{where}.limit must be a whole number from 1 to 100", errors={f"{where}.limit": ["1 to 100"]})
-    roles = raw.get("roles", ["user"])
-    if not isinstance(roles, list) or not roles or any(role not in ("user", "agent") for role in roles):
-        raise ValidationFailed(f"{where}.roles must be a list of user and/or agent", errors={f"{where}.roles": ["user and/or agent"]})
-    return {"source": "conversations", "scope": scope, "mode": mode, "limit": limit, "roles": sorted(set(roles), key=["user", "agent"].index)}
-
-
 def validate_retrieval(raw: Any) -> list[dict]:
     if raw is None:
         return []
@@ -74,10 +55,7 @@ def validate_retrieval(raw: Any) -> list[dict]:
         raise ValidationFailed("retrieval must be a list of at most 20 intents", errors={"retrieval": ["a list of intents"]})
     intents = []
     for index, item in enumerate(raw):
-        if isinstance(item, dict) and item.get("source") == "conversations":
-            intents.append(_recall_intent(item, index))
-            continue
-        try:
+        try:  # one validator for /v1/retrieve and declarations, facts and conversations intents alike
             intents.append(parse_intent(item, index).as_dict())
         except ValidationFailed as exc:  # name the agent's field, not the request's
             errors = {name.replace("intents[", "retrieval[", 1): messages for name, messages in exc.errors.items()}
@@ -200,6 +178,15 @@ def agents_list(*, principal: Principal, project_id):
     return Agent.objects.filter(project_id=_project(principal, project_id))
 
 
+def check_participant(named: str | None, conversation_participant: str | None) -> None:
+    """A run names its conversation's participant or none (then it is the conversation's)."""
+    if named is not None and conversation_participant is not None and named != conversation_participant:
+        raise ValidationFailed(
+            "participantId differs from the conversation's participant: a run is for its conversation's end user.",
+            errors={"participantId": ["not the conversation's participant"]},
+        )
+
+
 # --- the turn: context and tools ------------------------------------------------------------------
 
 
@@ -211,12 +198,29 @@ class Turn:
     principal: Principal
     participant_id: str | None
     conversation_id: str | None
+    segment: str | None = None
 
     @classmethod
     def start(cls, *, principal: Principal, agent: Agent, participant_id: str | None, conversation_id) -> Turn:
+        """A turn; a `conversationId` naming one of this agent's conversations gives the turn its
+        participant (when none is named) and its segment."""
+        conversation = conversation_find(principal=principal, conversation_id=conversation_id)
+        segment = None
+        if conversation is not None:
+            if conversation.agent_slug != agent.slug or conversation.project_id != agent.project_id:
+                raise ValidationFailed(
+                    f"conversationId names a conversation of agent {conversation.agent_slug!r}, not of {agent.slug!r}.",
+                    errors={"conversationId": ["another agent's conversation"]},
+                )
+            check_participant(participant_id or principal.participant_id, conversation.participant_id)
+            participant_id = participant_id or conversation.participant_id
+            segment = conversation.segment
         participant_id = participant_id or principal.participant_id
         principal.require_participant(participant_id)
-        return cls(agent=agent, principal=principal, participant_id=participant_id, conversation_id=str(conversation_id) if conversation_id else None)
+        return cls(
+            agent=agent, principal=principal, participant_id=participant_id,
+            conversation_id=str(conversation_id) if conversation_id else None, segment=segment,
+        )
 
     @property
     def who(self) -> str:
@@ -302,22 +306,22 @@ def agent_context(*, turn: Turn, user_message: str) -> Context:
         principal=turn.principal, query=user_message, participant_id=turn.participant_id,
         conversation_id=turn.conversation_id, project_id=agent.project_id, who=turn.who,
     )
-    fact_intents = [parse_intent(intent, i) for i, intent in enumerate(agent.retrieval) if intent.get("source", "facts") == "facts"]
+    run.agent_slug, run.segment = agent.slug, turn.segment
+    intents = [parse_intent(intent, i) for i, intent in enumerate(agent.retrieval)]
+    fact_intents = [intent for intent in intents if intent.source == "facts"]
     result = facts_retrieve(run=run, intents=fact_intents) if fact_intents else Result()
-    recall_intents = [intent for intent in agent.retrieval if intent.get("source") == "conversations"]
-    if recall_intents:
-        if any(i["scope"] == "same-user" for i in recall_intents) and turn.participant_id is None:
-            result.warn("memory-needs-participant", NEEDS_PARTICIPANT.format(who=turn.who))
-        result.warn("recall-unavailable", "Recall of earlier conversations is not available on this server yet, so this turn recalled nothing.")
+    recall_.recall(run=run, intents=[intent for intent in intents if intent.source == "conversations"], result=result)
     if agent.remember and agent.remember["scope"] == "same-user" and turn.participant_id is None:
         result.warn("memory-needs-participant", NEEDS_PARTICIPANT.format(who=turn.who))
     system = (agent.instructions.strip() + "\n\n" + MEMORY_LINE) if agent.instructions.strip() else MEMORY_LINE
     messages = [{"role": "system", "content": system}]
-    entries = [_memory_entry(hit) for hit in result.hits]
+    # Facts first, then quotes from earlier conversations: data, never turns of this conversation.
+    entries = [_memory_entry(hit) for hit in result.hits] + [recall_.memory_entry(hit) for hit in result.recalled]
     if entries:
         messages.append({"role": "user", "content": memory_block(entries)})
     messages.append({"role": "user", "content": user_message})
-    return Context(messages=messages, hits=result.hits, recalled=[], warnings=result.warnings, tools=turn_tools(turn))
+    recalled = [recall_.recalled_to_dict(hit) for hit in result.recalled]
+    return Context(messages=messages, hits=result.hits, recalled=recalled, warnings=result.warnings, tools=turn_tools(turn))
 
 
 # --- remember ----------------------------------------------------------------------------------------

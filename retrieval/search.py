@@ -38,6 +38,9 @@ MATCHES = ("all", "any")  # keyword leg: every word (web-search syntax) or any w
 FUSIONS = ("rrf", "score")  # mode both: reciprocal rank fusion or mean of min-max normalised scores
 BM25_K1, BM25_B = 1.2, 0.75
 FACT_SCOPES = ("same-conversation", "same-user", "same-project", "tenant")
+RECALL_SCOPES = ("same-user", "same-conversation", "same-segment", "same-project")
+RECALL_ROLES = ("user", "agent")
+DEFAULT_ROLES = ("user",)
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
 MIN_DEPTH = 40  # candidates per leg: at least 4 x limit, and never fewer than this
@@ -57,9 +60,12 @@ class Intent:
     source: str = "facts"
     match: str = "all"
     fusion: str = "rrf"
+    roles: tuple[str, ...] = ()  # conversations: the roles recalled (default: users' messages only)
 
     def as_dict(self) -> dict:
         body: dict[str, Any] = {"source": self.source, "scope": self.scope, "mode": self.mode, "limit": self.limit}
+        if self.source == "conversations" and self.roles != DEFAULT_ROLES:
+            body["roles"] = list(self.roles)
         if self.match != "all":
             body["match"] = self.match
         if self.fusion != "rrf":
@@ -79,6 +85,8 @@ class Run:
     conversation_id: str | None = None
     project_id: Any = None
     who: str = "This retrieval"
+    agent_slug: str | None = None  # recall: whose conversations (always one agent's)
+    segment: str | None = None  # recall: the run's segment path (from its conversation or the call)
 
 
 @dataclass
@@ -92,6 +100,7 @@ class Hit:
 @dataclass
 class Result:
     hits: list[Hit] = field(default_factory=list)
+    recalled: list = field(default_factory=list)  # retrieval.recall.Recalled, for conversations intents
     warnings: list[dict] = field(default_factory=list)
 
     def warn(self, code: str, message: str) -> None:
@@ -108,16 +117,12 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
     if unknown := sorted(set(raw) - known):
         raise ValidationFailed(f"{where}.{unknown[0]} is not an intent field", errors={f"{where}.{name}": ["unknown field"] for name in unknown})
     source = raw.get("source", "facts")
-    if source == "conversations":
-        raise ValidationFailed(
-            f"{where}.source: recall of conversations is not available yet; use source \"facts\"",
-            errors={f"{where}.source": ["conversations are not available yet"]},
-        )
-    if source != "facts":
+    if source not in ("facts", "conversations"):
         raise ValidationFailed(f"{where}.source must be \"facts\" or \"conversations\"", errors={f"{where}.source": ["facts or conversations"]})
+    scopes = FACT_SCOPES if source == "facts" else RECALL_SCOPES
     scope = raw.get("scope")
-    if scope not in FACT_SCOPES:
-        raise ValidationFailed(f"{where}.scope must be one of {', '.join(FACT_SCOPES)}", errors={f"{where}.scope": [f"one of {', '.join(FACT_SCOPES)}"]})
+    if scope not in scopes:
+        raise ValidationFailed(f"{where}.scope must be one of {', '.join(scopes)}", errors={f"{where}.scope": [f"one of {', '.join(scopes)}"]})
     mode = raw.get("mode", "none")
     if mode not in MODES:
         raise ValidationFailed(f"{where}.mode must be one of {', '.join(MODES)}", errors={f"{where}.mode": [f"one of {', '.join(MODES)}"]})
@@ -125,11 +130,19 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise ValidationFailed(f"{where}.limit must be a whole number from 1 to {MAX_LIMIT}", errors={f"{where}.limit": [f"1 to {MAX_LIMIT}"]})
     types = raw.get("types")
+    if types is not None and source == "conversations":
+        raise ValidationFailed(f"{where}.types is for source \"facts\": recall takes no types", errors={f"{where}.types": ["only for facts"]})
     if types is not None:
         if not isinstance(types, list) or not types or not all(isinstance(t, str) and t for t in types) or len(types) > 50:
             raise ValidationFailed(f"{where}.types must be a list of 1 to 50 fact types", errors={f"{where}.types": ["1 to 50 fact types"]})
-    if "roles" in raw:
+    roles: tuple[str, ...] = ()
+    if source == "facts" and "roles" in raw:
         raise ValidationFailed(f"{where}.roles is for source \"conversations\"", errors={f"{where}.roles": ["only for conversations"]})
+    if source == "conversations":
+        raw_roles = raw.get("roles", list(DEFAULT_ROLES))
+        if not isinstance(raw_roles, list) or not raw_roles or any(role not in RECALL_ROLES for role in raw_roles):
+            raise ValidationFailed(f"{where}.roles must be a list of user and/or agent", errors={f"{where}.roles": ["user and/or agent"]})
+        roles = tuple(role for role in RECALL_ROLES if role in raw_roles)
     match = raw.get("match", "all")
     if match not in MATCHES:
         raise ValidationFailed(f"{where}.match must be one of {', '.join(MATCHES)}", errors={f"{where}.match": [f"one of {', '.join(MATCHES)}"]})
@@ -140,7 +153,7 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
         raise ValidationFailed(f"{where}.fusion must be one of {', '.join(FUSIONS)}", errors={f"{where}.fusion": [f"one of {', '.join(FUSIONS)}"]})
     if "fusion" in raw and mode != "both":
         raise ValidationFailed(f"{where}.fusion is for mode both", errors={f"{where}.fusion": ["only for mode both"]})
-    return Intent(scope=scope, mode=mode, limit=limit, types=tuple(types or ()), match=match, fusion=fusion)
+    return Intent(scope=scope, mode=mode, limit=limit, types=tuple(types or ()), source=source, match=match, fusion=fusion, roles=roles)
 
 
 # --- SQL ---------------------------------------------------------------------------------------
@@ -203,20 +216,23 @@ def _conditions(run: Run, intent: Intent, params: dict) -> list[str] | None:
     return conds
 
 
-def _keyword_leg(where: str, match: str = "all", normalise: bool = False) -> str:
+FACTS_TABLE = "facts_fact f"
+
+
+def _keyword_leg(where: str, match: str = "all", normalise: bool = False, table: str = FACTS_TABLE) -> str:
     if match == "any":
-        return _bm25_leg(where) + _ranked("kw", "rank_value DESC", "rank_value", normalise)
+        return _bm25_leg(where, table) + _ranked("kw", "rank_value DESC", "rank_value", normalise)
     return f"""
     kw AS MATERIALIZED (
         SELECT f.id, ts_rank_cd(f.search_vector, q.query) AS rank_value
-        FROM facts_fact f, websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS q(query)
+        FROM {table}, websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS q(query)
         WHERE {where} AND f.search_vector @@ q.query
         ORDER BY rank_value DESC, f.id
         LIMIT %(depth)s
     ),""" + _ranked("kw", "rank_value DESC", "rank_value", normalise)
 
 
-def _bm25_leg(where: str) -> str:
+def _bm25_leg(where: str, table: str = FACTS_TABLE) -> str:
     """`kw` for match any: facts with any of the query's lexemes, by BM25 over the facts the intent may read."""
     # kw_query: 'a' | 'b' | ... from the query's lexemes, quotes and backslashes escaped for tsquery input.
     return f"""
@@ -226,10 +242,10 @@ def _bm25_leg(where: str) -> str:
         FROM kw_terms
     ),
     kw_match AS MATERIALIZED (
-        SELECT f.id, f.search_vector AS v FROM facts_fact f, kw_query q WHERE {where} AND f.search_vector @@ q.query
+        SELECT f.id, f.search_vector AS v FROM {table}, kw_query q WHERE {where} AND f.search_vector @@ q.query
     ),
     kw_stats AS MATERIALIZED (
-        SELECT count(*)::float8 AS n, COALESCE(avg(length(f.search_vector)), 1)::float8 AS avgdl FROM facts_fact f WHERE {where}
+        SELECT count(*)::float8 AS n, COALESCE(avg(length(f.search_vector)), 1)::float8 AS avgdl FROM {table} WHERE {where}
     ),
     kw_tf AS MATERIALIZED (
         SELECT m.id, t.lexeme, COALESCE(cardinality(t.positions), 1)::float8 AS tf, length(m.v)::float8 AS dl
@@ -249,11 +265,11 @@ def _bm25_leg(where: str) -> str:
     ),"""
 
 
-def _semantic_leg(where: str, normalise: bool = False) -> str:
+def _semantic_leg(where: str, normalise: bool = False, table: str = FACTS_TABLE) -> str:
     return f"""
     sem AS MATERIALIZED (
         SELECT f.id, f.embedding <=> %(vector)s::vector AS distance
-        FROM facts_fact f
+        FROM {table}
         WHERE {where} AND f.embedding_model = %(model)s AND f.embedding IS NOT NULL
         ORDER BY distance
         LIMIT %(depth)s
@@ -276,12 +292,22 @@ def _sql(intent_mode: str, where: str, match: str = "all", fusion: str = "rrf") 
         SELECT {_SELECT_FACT}, NULL::bigint AS kr, NULL::bigint AS sr, 0::float8 AS score
         FROM facts_fact f WHERE {where}
         ORDER BY f.updated_at DESC, f.id DESC LIMIT %(limit)s"""
-    legs, joins = [], []
+    return f"""
+    {fused_ctes(intent_mode, where, match, fusion)}
+    SELECT {_SELECT_FACT}, fused.kr, fused.sr, fused.score
+    FROM fused JOIN facts_fact f ON f.id = fused.id
+    ORDER BY fused.score DESC, LEAST(COALESCE(fused.kr, 1000000), COALESCE(fused.sr, 1000000)), f.id
+    LIMIT %(limit)s"""
+
+
+def fused_ctes(intent_mode: str, where: str, match: str = "all", fusion: str = "rrf", table: str = FACTS_TABLE) -> str:
+    """`WITH ... fused AS (id, kr, sr, score)`: the ranked legs over `table` (aliased f) and their fusion."""
+    legs = []
     normalise = intent_mode == "both" and fusion == "score"
     if intent_mode in ("keyword", "both"):
-        legs.append(_keyword_leg(where, match, normalise))
+        legs.append(_keyword_leg(where, match, normalise, table))
     if intent_mode in ("semantic", "both"):
-        legs.append(_semantic_leg(where, normalise))
+        legs.append(_semantic_leg(where, normalise, table))
     if normalise:
         fused = """
         fused AS (
@@ -300,13 +326,7 @@ def _sql(intent_mode: str, where: str, match: str = "all", fusion: str = "rrf") 
         fused = "fused AS (SELECT id, r AS kr, NULL::bigint AS sr, (1.0 / (%(k)s + r))::float8 AS score FROM kw_ranked)"
     else:
         fused = "fused AS (SELECT id, NULL::bigint AS kr, r AS sr, (1.0 / (%(k)s + r))::float8 AS score FROM sem_ranked)"
-    joins = ",".join(legs + [fused])
-    return f"""
-    WITH {joins}
-    SELECT {_SELECT_FACT}, fused.kr, fused.sr, fused.score
-    FROM fused JOIN facts_fact f ON f.id = fused.id
-    ORDER BY fused.score DESC, LEAST(COALESCE(fused.kr, 1000000), COALESCE(fused.sr, 1000000)), f.id
-    LIMIT %(limit)s"""
+    return "WITH " + ",".join(legs + [fused])
 
 
 def _rows_to_hits(rows: list[tuple], intent: Intent) -> list[Hit]:
@@ -331,15 +351,8 @@ _FACT_ATTNAMES = [f.attname for f in _FACT_FIELDS]
 _CONVERTERS = [getattr(f, "from_db_value", None) for f in _FACT_FIELDS]
 
 
-def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder | None = None, vector_cache: dict | None = None) -> list[Hit]:
-    """Rows for one intent, ranked; adds warnings to `result`."""
-    if intent.scope == "same-user" and run.participant_id is None:
-        result.warn("memory-needs-participant", NEEDS_PARTICIPANT.format(who=run.who))
-        return []
-    params: dict[str, Any] = {"limit": intent.limit, "k": RRF_K, "depth": max(MIN_DEPTH, 4 * intent.limit)}
-    conds = _conditions(run, intent, params)
-    if conds is None:
-        return []
+def search_mode(run: Run, intent: Intent, result: Result, params: dict, *, embedder: Embedder | None, vector_cache: dict | None) -> str:
+    """The mode an intent really runs in (no query: none; no embeddings: keyword), its parameters set."""
     mode = intent.mode
     query = run.query.strip()
     if mode != "none" and not query:
@@ -360,6 +373,19 @@ def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder |
     if mode in ("keyword", "both"):
         params["query"] = query
         params["config"] = project_search_config(run.project_id)
+    return mode
+
+
+def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder | None = None, vector_cache: dict | None = None) -> list[Hit]:
+    """Rows for one intent, ranked; adds warnings to `result`."""
+    if intent.scope == "same-user" and run.participant_id is None:
+        result.warn("memory-needs-participant", NEEDS_PARTICIPANT.format(who=run.who))
+        return []
+    params: dict[str, Any] = {"limit": intent.limit, "k": RRF_K, "depth": max(MIN_DEPTH, 4 * intent.limit)}
+    conds = _conditions(run, intent, params)
+    if conds is None:
+        return []
+    mode = search_mode(run, intent, result, params, embedder=embedder, vector_cache=vector_cache)
     sql = _sql(mode, " AND ".join(conds), intent.match, intent.fusion)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

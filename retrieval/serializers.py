@@ -20,7 +20,8 @@ class RetrieveInSerializer(StrictSerializer):
     query = serializers.CharField(allow_blank=True, max_length=16384, trim_whitespace=False)
     participantId = serializers.CharField(required=False, allow_null=True, max_length=200)
     conversationId = serializers.UUIDField(required=False, allow_null=True)
-    segment = serializers.CharField(required=False, allow_null=True, max_length=500)
+    segment = serializers.CharField(required=False, allow_null=True, max_length=500, help_text="recall same-segment: the run's segment path, when its conversation has none")
+    agent = serializers.CharField(required=False, allow_null=True, max_length=200, help_text="recall: whose conversations (default: the conversation's agent)")
     projectId = serializers.UUIDField(required=False, allow_null=True, help_text="for tenant-wide keys: the run's project")
     # Intents are validated by retrieval.search.parse_intent (one rule for the API and agents).
     intents = serializers.ListField(child=serializers.JSONField(), min_length=1, max_length=20)

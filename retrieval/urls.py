@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from retrieval import agent_views, views
+from retrieval import agent_views, conversation_views, views
 
 urlpatterns = [
     path("retrieve", views.RetrieveView.as_view(), name="retrieve"),
@@ -10,5 +10,8 @@ urlpatterns = [
     path("agents/<str:slug>", agent_views.AgentDetailView.as_view(), name="agent"),
     path("agents/<str:slug>/context", agent_views.AgentContextView.as_view(), name="agent-context"),
     path("agents/<str:slug>/tools", agent_views.AgentToolsView.as_view(), name="agent-tools"),
+    path("conversations", conversation_views.ConversationListView.as_view(), name="conversations"),
+    path("conversations/<uuid:conversation_id>", conversation_views.ConversationDetailView.as_view(), name="conversation"),
+    path("conversations/<uuid:conversation_id>/messages", conversation_views.MessageListView.as_view(), name="conversation-messages"),
     path("agents/<str:slug>/remember", agent_views.AgentRememberView.as_view(), name="agent-remember"),
 ]

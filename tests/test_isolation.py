@@ -25,7 +25,8 @@ class Endpoint:
     path: str  # with {fact} for the object under test
     methods: dict[str, dict | None] = field(default_factory=dict)  # method -> body
     writes: frozenset = frozenset({"post", "put", "patch", "delete"})
-    target: str = "fact"  # what {fact} names: "fact", or "approval" (of a pending fact)
+    target: str = "fact"  # what {fact} names: "fact", "approval" (of a pending fact), "agent" or "conversation"
+    expect: dict = field(default_factory=dict)  # caller -> statuses, where the general rule does not fit
 
     @property
     def is_object(self) -> bool:
@@ -43,10 +44,13 @@ ENDPOINTS = {
     "fact-revisions": Endpoint("/v1/facts/{fact}/revisions", {"get": None}),
     "retrieve": Endpoint(
         "/v1/retrieve",
-        {"post": {"query": "owner's secret text", "intents": [
+        {"post": {"query": "owner's secret text", "agent": "iso.desk", "intents": [
             {"scope": "same-project", "mode": "both"}, {"scope": "same-user", "mode": "keyword"}, {"scope": "tenant"},
+            {"source": "conversations", "scope": "same-project", "mode": "keyword", "roles": ["user", "agent"]},
+            {"source": "conversations", "scope": "same-user", "mode": "none"},
         ]}},
         writes=frozenset(),
+        target="agent",  # the owner's agent, a fact and a conversation holding the secret
     ),
     # Approvals are for reviewers and admins: a read key is refused reading them too.
     "approvals": Endpoint("/v1/approvals", {"get": None}, writes=frozenset({"get"}), target="approval"),
@@ -61,10 +65,24 @@ ENDPOINTS = {
     "agent-remember": Endpoint(
         "/v1/agents/{fact}/remember", {"post": {"arguments": {"type": "acme.preference", "content": "prefers email"}}}, target="agent",
     ),
+    # Conversations are a participant's when they name one, as facts are.
+    "conversations": Endpoint(
+        "/v1/conversations", {"post": {"agent": "iso.desk"}}, target="agent",
+        # The agent is the owner project's: another project or tenant has no such agent (400, nothing of it shown).
+        expect={"other-project": {400}, "other-tenant": {400}},
+    ),
+    "conversation": Endpoint("/v1/conversations/{fact}", {"get": None, "delete": None}, target="conversation"),
+    "conversation-messages": Endpoint(
+        "/v1/conversations/{fact}/messages", {"get": None, "post": {"messages": [{"role": "user", "text": "hello"}]}}, target="conversation",
+    ),
 }
 ISO_AGENT = {
     "slug": "iso.desk",
-    "retrieval": [{"scope": "same-user", "mode": "keyword"}, {"scope": "same-project", "mode": "keyword"}],
+    "retrieval": [
+        {"scope": "same-user", "mode": "keyword"}, {"scope": "same-project", "mode": "keyword"},
+        {"source": "conversations", "scope": "same-project", "mode": "keyword", "roles": ["user", "agent"]},
+        {"source": "conversations", "scope": "same-user", "mode": "none"},
+    ],
     "memory": {"remember": {"types": ["acme.preference"], "scope": "same-project"}},
 }
 
@@ -109,10 +127,17 @@ def _target(world, caller: str, kind: str = "fact") -> str:
     if kind == "approval":
         return _pending_approval(world, participant="end-7" if caller in {"same-participant", "other-participant"} else None)
     owner = world.client()
-    if kind == "agent":
+    if kind in {"agent", "conversation"}:
         assert owner.post("/v1/agents", ISO_AGENT, format="json").status_code == 201
-        _target(world, caller)  # and a secret the agent's reads must not leak
-        return ISO_AGENT["slug"]
+        _target(world, caller)  # and secrets the agent's reads must not leak: a fact,
+        conversation = {"agent": ISO_AGENT["slug"]}  # and what was said in a conversation
+        if caller in {"same-participant", "other-participant"}:
+            conversation["participantId"] = "end-7"
+        created = owner.post("/v1/conversations", conversation, format="json")
+        assert created.status_code == 201, created.content
+        said = [{"role": "user", "text": "owner's secret text"}, {"role": "agent", "text": "noted, owner's secret text"}]
+        assert owner.post(f"/v1/conversations/{created.json()['id']}/messages", {"messages": said}, format="json").status_code == 201
+        return ISO_AGENT["slug"] if kind == "agent" else created.json()["id"]
     body = dict(NOTE, content="owner's secret text")
     if caller in {"same-participant", "other-participant"}:
         body["scope"] = {"participantId": "end-7"}
@@ -146,6 +171,8 @@ def _pending_approval(world, participant: str | None) -> str:
 def _expected(endpoint: Endpoint, method: str, caller: str) -> set[int]:
     if caller in {"revoked", "no-key"}:
         return {401}
+    if caller in endpoint.expect:
+        return endpoint.expect[caller]
     writes = method in endpoint.writes
     if endpoint.target == "agent" and caller == "other-participant":
         caller = "same-participant"  # agents are the project's, not a participant's

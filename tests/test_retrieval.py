@@ -217,7 +217,14 @@ def test_participant_rule_applies_to_retrieval(world):
         ({"scope": "same-user", "limit": 0}, "intents[0].limit"),
         ({"scope": "same-user", "types": []}, "intents[0].types"),
         ({"scope": "same-user", "colour": "red"}, "intents[0].colour"),
-        ({"source": "conversations", "scope": "same-user"}, "intents[0].source"),
+        ({"source": "emails", "scope": "same-user"}, "intents[0].source"),
+        ({"source": "conversations", "scope": "tenant"}, "intents[0].scope"),
+        ({"source": "conversations", "scope": "same-user", "types": ["acme.note"]}, "intents[0].types"),
+        ({"source": "conversations", "scope": "same-user", "roles": ["tool"]}, "intents[0].roles"),
+        ({"source": "conversations", "scope": "same-user", "roles": []}, "intents[0].roles"),
+        ({"scope": "same-segment"}, "intents[0].scope"),
+        ({"scope": "same-user", "roles": ["user"]}, "intents[0].roles"),
+        ({"source": "conversations", "scope": "same-user"}, "agent"),  # recall is always one agent's
     ],
 )
 def test_bad_intents_are_clear_validation_errors(world, intent, field):
