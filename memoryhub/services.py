@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -111,7 +112,15 @@ def apikey_revoke(*, api_key: ApiKey) -> ApiKey:
     if api_key.revoked_at is None:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
+    cache.delete(_KEY_CACHE + api_key.prefix)
     return api_key
+
+
+# A resolved key is kept this long in the cache (Redis when configured, else per process):
+# authentication is two queries that cost more than a whole keyword retrieval. A revoke
+# clears it at once in the shared cache; a role change takes effect within this time.
+KEY_CACHE_SECONDS = 10
+_KEY_CACHE = "apikey:"
 
 
 def apikey_authenticate(*, raw: str) -> Principal | None:
@@ -121,23 +130,32 @@ def apikey_authenticate(*, raw: str) -> Principal | None:
     prefix, _, secret = raw[len(KEY_PREFIX):].partition("_")
     if not prefix or not secret or len(prefix) > 16:
         return None
-    key = ApiKey.objects.filter(prefix=prefix).first()
-    # Compare even when no row matched, so timing does not reveal which prefixes exist.
-    expected = key.secret_hash if key is not None else "0" * 64
-    if not hmac.compare_digest(expected, _hash_secret(secret)) or key is None or key.revoked_at is not None:
+    entry = cache.get(_KEY_CACHE + prefix)
+    if entry is None:
+        key = ApiKey.objects.filter(prefix=prefix).first()
+        if key is None or key.revoked_at is not None:
+            entry = {"secret_hash": key.secret_hash if key else "0" * 64, "principal": None, "last_used_at": None}
+        else:
+            entry = {
+                "secret_hash": key.secret_hash,
+                "last_used_at": key.last_used_at,
+                "principal": Principal(
+                    api_key_id=key.id, tenant_id=key.tenant_id, project_id=key.project_id, user_id=key.user_id,
+                    access=key.access,
+                    role=role_for(user_id=key.user_id, tenant_id=key.tenant_id, project_id=key.project_id),
+                    participant_id=key.participant_id,
+                ),
+            }
+        cache.set(_KEY_CACHE + prefix, entry, KEY_CACHE_SECONDS)
+    # Compare even when no key matched, so timing does not reveal which prefixes exist.
+    if not hmac.compare_digest(entry["secret_hash"], _hash_secret(secret)) or entry["principal"] is None:
         return None
+    principal = entry["principal"]
     now = timezone.now()
-    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-    return Principal(
-        api_key_id=key.id,
-        tenant_id=key.tenant_id,
-        project_id=key.project_id,
-        user_id=key.user_id,
-        access=key.access,
-        role=role_for(user_id=key.user_id, tenant_id=key.tenant_id, project_id=key.project_id),
-        participant_id=key.participant_id,
-    )
+    if entry["last_used_at"] is None or now - entry["last_used_at"] > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=principal.api_key_id).update(last_used_at=now)
+        cache.set(_KEY_CACHE + prefix, entry | {"last_used_at": now}, KEY_CACHE_SECONDS)
+    return principal
 
 
 @transaction.atomic

@@ -100,10 +100,13 @@ TEMPLATES = [
 
 # --- Database -------------------------------------------------------------------------
 if os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"])}
 else:
     DATABASES = {"default": embedded.database_settings()}
 DATABASES["default"].setdefault("OPTIONS", {})
+# Keep connections between requests: opening one (and its per-connection settings) costs
+# more than a whole retrieval. Health checks drop a connection the server closed.
+DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "60"))
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

