@@ -182,6 +182,9 @@ MEMORYHUB_EMBEDDINGS_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS"
 MEMORYHUB_HNSW_EF_SEARCH = int(os.environ.get("MEMORYHUB_HNSW_EF_SEARCH", "100"))
 MEMORYHUB_HNSW_MAX_SCAN_TUPLES = int(os.environ.get("MEMORYHUB_HNSW_MAX_SCAN_TUPLES", "50000"))
 MEMORYHUB_HNSW_SCAN_MEM_MULTIPLIER = int(os.environ.get("MEMORYHUB_HNSW_SCAN_MEM_MULTIPLIER", "4"))
+# A participant with fewer facts than this is searched exactly, more through HNSW; grow it
+# with the table (~8k at 100k facts, ~20k at 1M: bench/retrieval.py).
+MEMORYHUB_EXACT_SCAN_BELOW = int(os.environ.get("MEMORYHUB_EXACT_SCAN_BELOW", "8000"))
 
 # --- API ------------------------------------------------------------------------------
 MEMORYHUB_MAX_BODY_BYTES = int(os.environ.get("MEMORYHUB_MAX_BODY_BYTES", str(8 * 1024 * 1024)))

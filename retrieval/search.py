@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from facts.models import Fact
@@ -265,14 +266,36 @@ def _bm25_leg(where: str, table: str = FACTS_TABLE) -> str:
     ),"""
 
 
-def _semantic_leg(where: str, normalise: bool = False, table: str = FACTS_TABLE) -> str:
-    return f"""
-    sem AS MATERIALIZED (
+# A participant with fewer facts than this is searched exactly (every row compared), more
+# than this through the HNSW index: the planner cannot tell a heavy participant from a
+# light one, and for heavy ones its HNSW-with-filter plan was 3x slower than an exact scan
+# (bench/retrieval.py: heaviest participants' semantic p95 28 -> 9 ms).
+_SMALL_PARTICIPANT = (
+    "(SELECT count(*) FROM (SELECT 1 FROM facts_fact s WHERE s.tenant_id = %(tenant)s AND s.project_id = %(project)s"
+    " AND s.participant_id = %(participant)s LIMIT %(exact_below)s) n) < %(exact_below)s"
+)
+
+
+def _semantic_leg(where: str, normalise: bool = False, table: str = FACTS_TABLE, exact_below: bool = False) -> str:
+    candidates = f"""
         SELECT f.id, f.embedding <=> %(vector)s::vector AS distance
         FROM {table}
-        WHERE {where} AND f.embedding_model = %(model)s AND f.embedding IS NOT NULL
+        WHERE {where} AND f.embedding_model = %(model)s AND f.embedding IS NOT NULL"""
+    if exact_below:
+        # Two branches, one of which the constant guard empties at once; `+ 0` keeps the
+        # exact branch off the vector index.
+        body = f"""
+        ({candidates} AND {_SMALL_PARTICIPANT}
+        ORDER BY (f.embedding <=> %(vector)s::vector) + 0 LIMIT %(depth)s)
+        UNION ALL
+        ({candidates} AND NOT {_SMALL_PARTICIPANT}
+        ORDER BY distance LIMIT %(depth)s)"""
+    else:
+        body = f"""{candidates}
         ORDER BY distance
-        LIMIT %(depth)s
+        LIMIT %(depth)s"""
+    return f"""
+    sem AS MATERIALIZED ({body}
     ),""" + _ranked("sem", "distance", "(1 - distance)", normalise)
 
 
@@ -286,28 +309,28 @@ def _ranked(leg: str, order: str, value: str, normalise: bool) -> str:
     {leg}_ranked AS (SELECT id, row_number() OVER (ORDER BY {order}, id) AS r{norm} FROM {leg})"""
 
 
-def _sql(intent_mode: str, where: str, match: str = "all", fusion: str = "rrf") -> str:
+def _sql(intent_mode: str, where: str, match: str = "all", fusion: str = "rrf", exact_below: bool = False) -> str:
     if intent_mode == "none":
         return f"""
         SELECT {_SELECT_FACT}, NULL::bigint AS kr, NULL::bigint AS sr, 0::float8 AS score
         FROM facts_fact f WHERE {where}
         ORDER BY f.updated_at DESC, f.id DESC LIMIT %(limit)s"""
     return f"""
-    {fused_ctes(intent_mode, where, match, fusion)}
+    {fused_ctes(intent_mode, where, match, fusion, exact_below=exact_below)}
     SELECT {_SELECT_FACT}, fused.kr, fused.sr, fused.score
     FROM fused JOIN facts_fact f ON f.id = fused.id
     ORDER BY fused.score DESC, LEAST(COALESCE(fused.kr, 1000000), COALESCE(fused.sr, 1000000)), f.id
     LIMIT %(limit)s"""
 
 
-def fused_ctes(intent_mode: str, where: str, match: str = "all", fusion: str = "rrf", table: str = FACTS_TABLE) -> str:
+def fused_ctes(intent_mode: str, where: str, match: str = "all", fusion: str = "rrf", table: str = FACTS_TABLE, exact_below: bool = False) -> str:
     """`WITH ... fused AS (id, kr, sr, score)`: the ranked legs over `table` (aliased f) and their fusion."""
     legs = []
     normalise = intent_mode == "both" and fusion == "score"
     if intent_mode in ("keyword", "both"):
         legs.append(_keyword_leg(where, match, normalise, table))
     if intent_mode in ("semantic", "both"):
-        legs.append(_semantic_leg(where, normalise, table))
+        legs.append(_semantic_leg(where, normalise, table, exact_below))
     if normalise:
         fused = """
         fused AS (
@@ -386,7 +409,10 @@ def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder |
     if conds is None:
         return []
     mode = search_mode(run, intent, result, params, embedder=embedder, vector_cache=vector_cache)
-    sql = _sql(mode, " AND ".join(conds), intent.match, intent.fusion)
+    exact_below = intent.scope == "same-user" and mode in ("semantic", "both")
+    if exact_below:
+        params["exact_below"] = settings.MEMORYHUB_EXACT_SCAN_BELOW
+    sql = _sql(mode, " AND ".join(conds), intent.match, intent.fusion, exact_below)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()

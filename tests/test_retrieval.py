@@ -261,3 +261,18 @@ def test_the_text_search_configuration_is_a_project_setting(world):
     world.ops.text_search_config = "klingon"
     with pytest.raises(ValidationError):
         world.ops.full_clean()
+
+
+@pytest.mark.parametrize("exact_below", [1, 3, 8000])
+def test_light_and_heavy_participants_get_the_same_semantic_ranking(world, local_model, settings, exact_below):
+    """Below MEMORYHUB_EXACT_SCAN_BELOW a participant's facts are compared exactly, above it
+    through HNSW; for a handful of facts both must rank alike."""
+    client = world.client()
+    texts = ["The appliance in the laundry room is dripping onto the floor.", "Our office opens at 9am on weekdays.",
+             "The customer ordered a blue sofa.", "The dishwasher leaks a little water.", "end-9 prefers email."]
+    ids = [write(client, text, participant="end-9")["id"] for text in texts]
+    settings.MEMORYHUB_EXACT_SCAN_BELOW = exact_below
+    hits = retrieve(client, "My washing machine leaks water", [{"scope": "same-user", "mode": "semantic", "limit": 5}], participantId="end-9")["facts"]
+    assert {h["fact"]["id"] for h in hits} == set(ids)
+    assert [h["ranks"]["semantic"] for h in hits] == [1, 2, 3, 4, 5]
+    assert hits[0]["fact"]["id"] in (ids[0], ids[3])
