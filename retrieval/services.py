@@ -1,4 +1,4 @@
-"""Writes of retrieval data: embeddings of facts."""
+"""Writes of retrieval data: embeddings of facts and messages."""
 
 from __future__ import annotations
 
@@ -19,25 +19,33 @@ def facts_embed(*, fact_ids: list[str]) -> int:
     Safe to run twice or concurrently: a row is only written if its content did not
     change since it was read, and rows already embedded by this model are skipped.
     """
-    embedder = get_embedder()
-    if embedder is None or not fact_ids:
+    if not fact_ids:
         return 0
-    with scoping.scopes_disabled():  # a job: ids come from committed writes, not from a caller
-        rows = list(
-            Fact.objects.filter(id__in=fact_ids)
-            .exclude(embedding_model=embedder.model)
-            .values_list("id", "content_hash", "text")
-        )
+    return _embed_rows(Fact, lambda: Fact.objects.filter(id__in=fact_ids), guard="content_hash")
+
+
+def _embed_rows(model, rows_to_embed, *, guard: str | None = None) -> int:
+    """Embed the rows `rows_to_embed()` selects that the configured model has not embedded, in one batch.
+
+    `guard` names a column that must still hold the value read (so a row changed
+    meanwhile keeps no stale embedding). Runs as a job: the queryset is built with
+    scoping off (ids come from committed writes, not from a caller).
+    """
+    embedder = get_embedder()
+    if embedder is None:
+        return 0
+    columns = ["id", "text"] + ([guard] if guard else [])
+    with scoping.scopes_disabled():
+        rows = list(rows_to_embed().exclude(embedding_model=embedder.model).values_list(*columns))
         if not rows:
             return 0
-        vectors = embedder.embed_documents([text for _, _, text in rows])
+        vectors = embedder.embed_documents([row[1] for row in rows])
         written = 0
         with transaction.atomic():
-            for (fact_id, content_hash, _), vector in zip(rows, vectors):
-                written += Fact.objects.filter(id=fact_id, content_hash=content_hash).update(
-                    embedding=vector, embedding_model=embedder.model
-                )
-    logger.info("embedded %d of %d facts with %s", written, len(rows), embedder.model)
+            for row, vector in zip(rows, vectors):
+                match = {"id": row[0]} | ({guard: row[2]} if guard else {})
+                written += model.objects.filter(**match).update(embedding=vector, embedding_model=embedder.model)
+    logger.info("embedded %d of %d %s rows with %s", written, len(rows), model.__name__, embedder.model)
     return written
 
 
@@ -49,22 +57,6 @@ def messages_embed(*, message_ids: list[str]) -> int:
     """
     from retrieval.models import Message, MessageRole
 
-    embedder = get_embedder()
-    if embedder is None or not message_ids:
+    if not message_ids:
         return 0
-    with scoping.scopes_disabled():  # a job: ids come from committed writes, not from a caller
-        rows = list(
-            Message.objects.filter(id__in=message_ids)
-            .exclude(role=MessageRole.TOOL)
-            .exclude(embedding_model=embedder.model)
-            .values_list("id", "text")
-        )
-        if not rows:
-            return 0
-        vectors = embedder.embed_documents([text for _, text in rows])
-        written = 0
-        with transaction.atomic():
-            for (message_id, _), vector in zip(rows, vectors):
-                written += Message.objects.filter(id=message_id).update(embedding=vector, embedding_model=embedder.model)
-    logger.info("embedded %d of %d messages with %s", written, len(rows), embedder.model)
-    return written
+    return _embed_rows(Message, lambda: Message.objects.filter(id__in=message_ids).exclude(role=MessageRole.TOOL))

@@ -176,3 +176,21 @@ def test_a_failing_provider_never_fails_a_write(world, fake, openai_settings, in
     # keyword search finds it at once
     body = world.client().post("/v1/retrieve", {"query": "written", "intents": [{"scope": "same-project", "mode": "keyword"}]}, format="json").json()
     assert [h["fact"]["id"] for h in body["facts"]] == [str(fact.id)]
+
+
+@pytest.mark.django_db
+def test_the_embedding_job_runs_outside_any_request_scope(world, fake, openai_settings, in_scope):
+    """A worker (or the in-process runner) has no tenant scope: the job must not need one."""
+    from facts.models import Fact
+    from memoryhub import scoping
+    from retrieval.services import facts_embed
+
+    openai_settings.MEMORYHUB_EMBEDDINGS = "none"  # write without embedding
+    fact_id = world.client().post("/v1/facts", {"type": "acme.note", "content": "later"}, format="json").json()["id"]
+    openai_settings.MEMORYHUB_EMBEDDINGS = "openai"
+    token = scoping.activate(None)  # as in a worker thread: no scope at all
+    try:
+        assert facts_embed(fact_ids=[fact_id]) == 1
+    finally:
+        scoping.deactivate(token)
+    assert Fact.objects.get(id=fact_id).embedding_model == "fake-embed"
