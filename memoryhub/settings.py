@@ -179,7 +179,7 @@ MEMORYHUB_EMBEDDINGS_BATCH = int(os.environ.get("MEMORYHUB_EMBEDDINGS_BATCH", "6
 MEMORYHUB_RECALL_HISTORY_WINDOW = int(os.environ.get("MEMORYHUB_RECALL_HISTORY_WINDOW", "20"))
 MEMORYHUB_EMBEDDINGS_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS", "1"))
 # HNSW reads: candidates per graph walk, and how far an iterative scan may go for a narrow scope.
-MEMORYHUB_HNSW_EF_SEARCH = int(os.environ.get("MEMORYHUB_HNSW_EF_SEARCH", "100"))
+MEMORYHUB_HNSW_EF_SEARCH = int(os.environ.get("MEMORYHUB_HNSW_EF_SEARCH", "300"))
 MEMORYHUB_HNSW_MAX_SCAN_TUPLES = int(os.environ.get("MEMORYHUB_HNSW_MAX_SCAN_TUPLES", "50000"))
 MEMORYHUB_HNSW_SCAN_MEM_MULTIPLIER = int(os.environ.get("MEMORYHUB_HNSW_SCAN_MEM_MULTIPLIER", "4"))
 # A participant with fewer facts than this is searched exactly, more through HNSW; grow it
