@@ -27,7 +27,7 @@ from django.db import connection
 from memoryhub.api import iso_time
 from memoryhub.services import Principal
 from retrieval.embeddings import Embedder, get_embedder
-from retrieval.search import NEEDS_PARTICIPANT, RRF_K, MIN_DEPTH, Intent, Result, Run, fused_ctes, search_mode
+from retrieval.search import Intent, Result, Run, fused_ctes, intent_params, search_mode
 
 AGENT_NOTE = "earlier answer by the agent, not verified"
 MESSAGES_TABLE = "retrieval_message f JOIN retrieval_conversation c ON c.id = f.conversation_id"
@@ -171,10 +171,9 @@ def _neighbour(values: tuple) -> Neighbour | None:
 
 def recall_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder | None = None, vector_cache: dict | None = None) -> list[Recalled]:
     """Messages recalled for one conversations intent, ranked; adds warnings to `result`."""
-    if intent.scope == "same-user" and run.participant_id is None:
-        result.warn("memory-needs-participant", NEEDS_PARTICIPANT.format(who=run.who))
+    params = intent_params(run, intent, result)
+    if params is None:
         return []
-    params: dict[str, Any] = {"limit": intent.limit, "k": RRF_K, "depth": max(MIN_DEPTH, 4 * intent.limit)}
     built = _conditions(run, intent, params)
     if built is None:
         return []
@@ -225,12 +224,8 @@ def recall(*, run: Run, intents: list[Intent], result: Result | None = None) -> 
 # --- shapes --------------------------------------------------------------------------------------
 
 
-def _iso(value: datetime) -> str:
-    return iso_time(value)
-
-
 def _neighbour_dict(neighbour: Neighbour) -> dict:
-    body: dict[str, Any] = {"role": neighbour.role, "text": neighbour.text, "sequence": neighbour.sequence, "createdAt": _iso(neighbour.created_at)}
+    body: dict[str, Any] = {"role": neighbour.role, "text": neighbour.text, "sequence": neighbour.sequence, "createdAt": iso_time(neighbour.created_at)}
     if neighbour.external_id is not None:
         body["externalId"] = neighbour.external_id
     if neighbour.role == "agent":
@@ -243,7 +238,7 @@ def recalled_to_dict(hit: Recalled) -> dict:
     carries `anotherPerson: true` and no participantId: it does not say whose it is."""
     message: dict[str, Any] = {
         "role": hit.role, "text": hit.text, "userId": hit.user_id, "agentId": hit.agent_slug, "sequence": hit.sequence,
-        "createdAt": _iso(hit.created_at), "projectId": str(hit.project_id),
+        "createdAt": iso_time(hit.created_at), "projectId": str(hit.project_id),
         "participantId": None if hit.another_person else hit.participant_id, "conversationId": str(hit.conversation_id),
     }
     if hit.external_id is not None:

@@ -399,12 +399,20 @@ def search_mode(run: Run, intent: Intent, result: Result, params: dict, *, embed
     return mode
 
 
-def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder | None = None, vector_cache: dict | None = None) -> list[Hit]:
-    """Rows for one intent, ranked; adds warnings to `result`."""
+def intent_params(run: Run, intent: Intent, result: Result) -> dict[str, Any] | None:
+    """The parameters every intent's statement starts from; None (and the seed's warning)
+    for a same-user intent in a run that names no participant: it reads nothing."""
     if intent.scope == "same-user" and run.participant_id is None:
         result.warn("memory-needs-participant", NEEDS_PARTICIPANT.format(who=run.who))
+        return None
+    return {"limit": intent.limit, "k": RRF_K, "depth": max(MIN_DEPTH, 4 * intent.limit)}
+
+
+def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder | None = None, vector_cache: dict | None = None) -> list[Hit]:
+    """Rows for one intent, ranked; adds warnings to `result`."""
+    params = intent_params(run, intent, result)
+    if params is None:
         return []
-    params: dict[str, Any] = {"limit": intent.limit, "k": RRF_K, "depth": max(MIN_DEPTH, 4 * intent.limit)}
     conds = _conditions(run, intent, params)
     if conds is None:
         return []
