@@ -75,6 +75,22 @@ def tx_world(transactional_db) -> World:
 
 
 @pytest.fixture
+def root(world):
+    """A superuser: the operator who runs the Django admin across tenants."""
+    return get_user_model().objects.create_superuser("root", "root@example.com", "root-password-1")
+
+
+@pytest.fixture
+def admin_client(root):
+    """A browser signed in to the admin as `root`."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(root)
+    return client
+
+
+@pytest.fixture
 def in_scope():
     """Run ORM reads of scoped models outside a request (tests only)."""
     with scoping.scopes_disabled():

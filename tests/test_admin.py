@@ -11,7 +11,6 @@ import re
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.db import connection
@@ -32,15 +31,8 @@ RAW_KEY = re.compile(r"mh_[0-9a-f]{12}_[A-Za-z0-9_-]{43}")
 
 
 @pytest.fixture
-def root(world):
-    return get_user_model().objects.create_superuser("root", "root@example.com", "root-password-1")
-
-
-@pytest.fixture
-def admin(root) -> Client:
-    client = Client()
-    client.force_login(root)
-    return client
+def admin(admin_client) -> Client:
+    return admin_client
 
 
 def principal(user, project) -> Principal:

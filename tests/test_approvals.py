@@ -336,18 +336,6 @@ def test_a_participant_bound_reviewer_sees_only_its_participants_questions(world
 APPROVALS = "/admin/approvals/approval/"
 
 
-@pytest.fixture
-def root(world):
-    return get_user_model().objects.create_superuser("root", "root@example.com", "root-password-1")
-
-
-@pytest.fixture
-def admin_client(root) -> Client:
-    client = Client()
-    client.force_login(root)
-    return client
-
-
 def notes(response) -> list[str]:
     return [message.message for message in get_messages(response.wsgi_request)]
 
