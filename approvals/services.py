@@ -21,7 +21,7 @@ from approvals.selectors import approval_get
 from facts.models import Fact
 from facts.models import Status as FactStatus
 from facts.selectors import fact_for_change
-from facts.services import fact_approve, fact_reject
+from facts.services import acting_user, fact_approve, fact_reject
 from memoryhub.errors import ApplicationError, ValidationFailed
 from memoryhub.models import Role
 from memoryhub.services import Principal
@@ -103,7 +103,7 @@ def _decide(*, principal: Principal, approval_id, note: str | None, grant: bool)
             fact = fact_reject(principal=principal, fact_id=fact.id)
         # else: the fact was deleted or rewritten meanwhile; rejecting closes the question and leaves it be.
         approval.status = ApprovalStatus.APPROVED if grant else ApprovalStatus.REJECTED
-        approval.decided_by = {"id": str(principal.user_id), "kind": "user"}
+        approval.decided_by = acting_user(principal)
         approval.decided_at = timezone.now()
         approval.note = note
         approval.save(update_fields=["status", "decided_by", "decided_at", "note"])

@@ -63,8 +63,13 @@ class Provenance:
     status: str = Status.ACTIVE
 
 
+def acting_user(principal: Principal) -> dict:
+    """The person a change is recorded against ({id, kind: user})."""
+    return {"id": str(principal.user_id), "kind": "user"}
+
+
 def provenance_for(principal: Principal) -> Provenance:
-    return Provenance(trust=Trust.ASSERTED, attributed_to={"id": str(principal.user_id), "kind": "user"})
+    return Provenance(trust=Trust.ASSERTED, attributed_to=acting_user(principal))
 
 
 # --- validation ---------------------------------------------------------------------------
@@ -343,7 +348,7 @@ def fact_supersede(*, principal: Principal, fact_id, content: Any, expect_versio
         fact.text = text
         fact.embedding = None
         fact.embedding_model = None
-        _next_revision(fact, recorded_by={"id": str(principal.user_id), "kind": "user"})
+        _next_revision(fact, recorded_by=acting_user(principal))
         _embed_after_commit([fact])
         return fact
 
@@ -362,7 +367,7 @@ def fact_verify(*, principal: Principal, fact_id) -> Fact:
         fact.verified_by = str(principal.user_id)
         fact.verified_at = now
         fact.expires_at = None
-        return _next_revision(fact, recorded_by={"id": str(principal.user_id), "kind": "user"})
+        return _next_revision(fact, recorded_by=acting_user(principal))
 
 
 def fact_delete(*, principal: Principal, fact_id, reason: str = InvalidationReason.DELETED) -> Fact:
@@ -372,35 +377,38 @@ def fact_delete(*, principal: Principal, fact_id, reason: str = InvalidationReas
         fact = fact_for_change(principal=principal, fact_id=fact_id)
         if fact.status == Status.DELETED:
             return fact
-        now = _later(fact.updated_at)
-        _close_current(fact, at=now, reason=reason, by={"id": str(principal.user_id), "kind": "user"})
-        fact.status = Status.DELETED
-        fact.updated_at = now
-        fact.save(update_fields=["status", "updated_at"])
-        return fact
+        return _end(fact, status=Status.DELETED, reason=reason, by=acting_user(principal))
+
+
+def _end(fact: Fact, *, status: str, reason: str, by: dict) -> Fact:
+    """Close a locked fact's current revision and give the fact its final status."""
+    now = _later(fact.updated_at)
+    _close_current(fact, at=now, reason=reason, by=by)
+    fact.status = status
+    fact.updated_at = now
+    fact.save(update_fields=["status", "updated_at"])
+    return fact
+
+
+def _pending_for_decision(principal: Principal, fact_id, verb: str) -> Fact:
+    """The pending fact a reviewer decides on, locked (the caller owns the transaction)."""
+    principal.require(Role.REVIEWER)
+    fact = fact_for_change(principal=principal, fact_id=fact_id)
+    if fact.status != Status.PENDING:
+        raise FactNotActive(f"The fact is {fact.status}; only pending facts are {verb}.")
+    return fact
 
 
 def fact_approve(*, principal: Principal, fact_id) -> Fact:
     """A pending fact becomes active, as its next revision (reviewer or admin)."""
-    principal.require(Role.REVIEWER)
     with transaction.atomic():
-        fact = fact_for_change(principal=principal, fact_id=fact_id)
-        if fact.status != Status.PENDING:
-            raise FactNotActive(f"The fact is {fact.status}; only pending facts are approved.")
+        fact = _pending_for_decision(principal, fact_id, "approved")
         fact.status = Status.ACTIVE
-        return _next_revision(fact, recorded_by={"id": str(principal.user_id), "kind": "user"})
+        return _next_revision(fact, recorded_by=acting_user(principal))
 
 
 def fact_reject(*, principal: Principal, fact_id) -> Fact:
     """A pending fact is rejected: no read ever sees it (reviewer or admin)."""
-    principal.require(Role.REVIEWER)
     with transaction.atomic():
-        fact = fact_for_change(principal=principal, fact_id=fact_id)
-        if fact.status != Status.PENDING:
-            raise FactNotActive(f"The fact is {fact.status}; only pending facts are rejected.")
-        now = _later(fact.updated_at)
-        _close_current(fact, at=now, reason=InvalidationReason.REJECTED, by={"id": str(principal.user_id), "kind": "user"})
-        fact.status = Status.REJECTED
-        fact.updated_at = now
-        fact.save(update_fields=["status", "updated_at"])
-        return fact
+        fact = _pending_for_decision(principal, fact_id, "rejected")
+        return _end(fact, status=Status.REJECTED, reason=InvalidationReason.REJECTED, by=acting_user(principal))
