@@ -104,6 +104,9 @@ class Fact(FactFields):
         db_persist=True,
     )
     embedding = VectorField(dimensions=settings.MEMORYHUB_EMBEDDING_DIMENSIONS, null=True, blank=True)
+    # Not versioned: an operator's flag that keeps the fact and its revisions out of
+    # every retention purge until it is lifted (erasure by person still removes it).
+    legal_hold = models.BooleanField(default=False)
 
     objects = ScopedManager(tenant_wide_rows=True)
 
@@ -159,3 +162,52 @@ class FactRevision(FactFields):
 
     def __str__(self) -> str:
         return f"{self.fact_id} v{self.version}"
+
+
+class Workspace(models.Model):
+    """A working-memory namespace of a project (e.g. an encoded working directory).
+
+    Its entries are facts with this `namespace`; the row itself holds the state the
+    relational query reads besides them: the active goal's task list.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey("memoryhub.Tenant", on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey("memoryhub.Project", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=200)
+    tasks = models.JSONField(default=list)  # [{id, desc, status, rounds, note}]
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    objects = ScopedManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "project", "namespace"], name="workspace_unique_namespace"),
+        ]
+
+    def __str__(self) -> str:
+        return self.namespace
+
+
+class ToolCall(models.Model):
+    """One tool call an agent loop reported for a workspace (the `tool_calls` relation)."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey("memoryhub.Tenant", on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey("memoryhub.Project", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)
+    args = models.JSONField(default=dict)
+    result = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+
+    objects = ScopedManager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "project", "namespace", "-id"], name="toolcall_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace} {self.name}"
