@@ -185,6 +185,9 @@ MEMORYHUB_HNSW_SCAN_MEM_MULTIPLIER = int(os.environ.get("MEMORYHUB_HNSW_SCAN_MEM
 # A participant with fewer facts than this is searched exactly, more through HNSW; grow it
 # with the table (~8k at 100k facts, ~20k at 1M: bench/retrieval.py).
 MEMORYHUB_EXACT_SCAN_BELOW = int(os.environ.get("MEMORYHUB_EXACT_SCAN_BELOW", "8000"))
+# How long a project's BM25 statistics (fact count, mean length) are reused by `match: any`
+# reads of a whole project or tenant before they are counted again.
+MEMORYHUB_BM25_STATS_TTL = int(os.environ.get("MEMORYHUB_BM25_STATS_TTL", "300"))
 
 # --- API ------------------------------------------------------------------------------
 MEMORYHUB_MAX_BODY_BYTES = int(os.environ.get("MEMORYHUB_MAX_BODY_BYTES", str(8 * 1024 * 1024)))

@@ -27,7 +27,7 @@ from django.db import connection
 from memoryhub.api import iso_time
 from memoryhub.services import Principal
 from retrieval.embeddings import Embedder, get_embedder
-from retrieval.search import Intent, Result, Run, fused_ctes, intent_params, search_mode
+from retrieval.search import Intent, Result, Run, bm25_stats, fused_ctes, intent_params, search_mode, uses_cached_bm25_stats
 
 AGENT_NOTE = "earlier answer by the agent, not verified"
 MESSAGES_TABLE = "retrieval_message f JOIN retrieval_conversation c ON c.id = f.conversation_id"
@@ -139,7 +139,7 @@ _NEIGHBOUR = """
     ) {alias} ON true"""
 
 
-def _sql(mode: str, where: str, neighbour_where: str, match: str, fusion: str) -> str:
+def _sql(mode: str, where: str, neighbour_where: str, match: str, fusion: str, given_stats: bool = False) -> str:
     if mode == "none":
         ctes = f"""WITH fused AS (
             SELECT f.id, NULL::bigint AS kr, NULL::bigint AS sr, 0::float8 AS score
@@ -148,7 +148,7 @@ def _sql(mode: str, where: str, neighbour_where: str, match: str, fusion: str) -
         )"""
         order = "f.created_at DESC, f.id DESC"
     else:
-        ctes = fused_ctes(mode, where, match, fusion, MESSAGES_TABLE)
+        ctes = fused_ctes(mode, where, match, fusion, MESSAGES_TABLE, given_stats=given_stats)
         order = "fused.score DESC, LEAST(COALESCE(fused.kr, 1000000), COALESCE(fused.sr, 1000000)), f.id"
     return f"""
     {ctes}
@@ -179,7 +179,11 @@ def recall_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedde
         return []
     conds, message_conds = built
     mode = search_mode(run, intent, result, params, embedder=embedder, vector_cache=vector_cache)
-    sql = _sql(mode, " AND ".join(conds), " AND ".join(message_conds), intent.match, intent.fusion)
+    where = " AND ".join(conds)
+    given_stats = uses_cached_bm25_stats(intent, mode)
+    if given_stats:
+        bm25_stats(where, params, MESSAGES_TABLE)
+    sql = _sql(mode, where, " AND ".join(message_conds), intent.match, intent.fusion, given_stats)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()

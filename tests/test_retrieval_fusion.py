@@ -237,3 +237,35 @@ def test_facts_retrieve_passes_the_options_through(hand_made, settings):
     result = facts_retrieve(run=run, intents=[parse_intent({"scope": "same-user", "mode": "keyword", "match": "any"})])
     assert [str(h.fact.id) for h in result.hits][:1] == [facts["x"]["id"]]  # all three words
     assert len(result.hits) == 3  # x, w, y: any word
+
+
+def test_project_wide_bm25_counts_its_statistics_once_per_ttl(world, settings, django_assert_num_queries):
+    """A whole project's statistics come from the cache after the first read; the ranking is
+    the same BM25 as when they are counted, and a new fact shows once the TTL has passed."""
+    from django.core.cache import cache
+
+    client = world.client()
+    texts = {"ab": "alpha beta", "ag": "alpha gamma", "ad": "alpha delta", "zb": "zeta beta", "zz": "omega"}
+    facts = {name: write(client, text, participant=None) for name, text in texts.items()}
+    expected = bm25(["alpha", "zeta"], {name: text.split() for name, text in texts.items()})
+    intent = {"scope": "same-project", "mode": "keyword", "match": "any"}
+    principal = apikey_authenticate(raw=world.key())
+    run = Run(principal=principal, query="alpha zeta", project_id=principal.project_id)
+    cache.clear()
+    with django_assert_num_queries(2):  # the statistics, then the search
+        first = run_intent(run, parse_intent(intent), Result())
+    with django_assert_num_queries(1):
+        again = run_intent(run, parse_intent(intent), Result())
+    order = sorted(expected, key=lambda name: (-expected[name], facts[name]["id"]))
+    assert [str(h.fact.id) for h in first] == [str(h.fact.id) for h in again] == [facts[name]["id"] for name in order]
+    # A participant's own few facts are counted in the statement itself, never cached.
+    with django_assert_num_queries(1):
+        run_intent(Run(principal=principal, query="alpha", participant_id="end-9", project_id=principal.project_id),
+                   parse_intent({"scope": "same-user", "mode": "keyword", "match": "any"}), Result())
+    write(client, "zeta zeta omega", participant=None)
+    stale = run_intent(run, parse_intent(intent), Result())
+    assert len(stale) == 5  # found at once (the match is live); only n and avgdl wait for the TTL
+    cache.clear()  # the TTL passing
+    with django_assert_num_queries(2):
+        fresh = run_intent(run, parse_intent(intent), Result())
+    assert len(fresh) == 5
