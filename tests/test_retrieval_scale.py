@@ -46,15 +46,18 @@ def _load(world) -> None:
         # The product index is m=16, ef_construction=64; building that over 50k random
         # vectors takes over a minute here, so this test builds a cheaper one of the same
         # kind after loading (the transaction is rolled back afterwards). The read path
-        # is unchanged.
+        # is unchanged. These facts are the project's (no participant), so a same-project
+        # read walks the project-level graph: that is the one rebuilt.
         cursor.execute("DROP INDEX fact_embedding_hnsw")
+        cursor.execute("DROP INDEX fact_project_embedding_hnsw")
         cursor.execute(insert, base | {"type": "bulk.note", "count": BULK})
         cursor.execute(insert, base | {"type": "rare.note", "count": RARE})
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending FK checks before CREATE INDEX
         cursor.execute("SET LOCAL max_parallel_maintenance_workers = 2")
         cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")
         cursor.execute(
-            "CREATE INDEX fact_embedding_hnsw ON facts_fact USING hnsw (embedding vector_cosine_ops) WITH (m = 8, ef_construction = 16)"
+            "CREATE INDEX fact_project_embedding_hnsw ON facts_fact USING hnsw (embedding vector_cosine_ops) "
+            "WITH (m = 8, ef_construction = 16) WHERE participant_id IS NULL AND conversation_id IS NULL"
         )
         cursor.execute("ANALYZE facts_fact")
 
