@@ -130,6 +130,11 @@ class Fact(FactFields):
                 name="fact_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
                 opclasses=["vector_cosine_ops"],
             ),
+            # For the scheduled jobs (memoryhub.jobs): a tick with nothing to do reads a few
+            # index pages instead of the whole table.
+            models.Index(fields=["expires_at"], name="fact_expiry_due", condition=Q(status="active", expires_at__isnull=False)),
+            models.Index(fields=["updated_at"], name="fact_ended", condition=Q(status__in=["deleted", "rejected"])),
+            models.Index(fields=["id"], name="fact_unembedded", condition=Q(embedding_model__isnull=True)),
             # The facts kept for a whole project (no participant, no conversation) in their
             # own graph: a same-project or tenant read then walks only candidates it may
             # return, instead of filtering most of them away (at 1M facts, 20% of them

@@ -4,7 +4,8 @@ API keys are made and revoked only through `apikey_create` and `apikey_revoke`, 
 CLI does: the key text is shown once, right after it is made, and only its hash is
 stored; a key is never edited or hard-deleted here. Tenants and projects are not
 deleted from the admin either, since that would hard-delete their facts with them.
-Idempotency records are an internal cache and are not shown.
+Idempotency records are an internal cache and are not shown. Retention policies are
+set by project admins through `retention_policy_set`, as the dashboard will.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 
-from memoryhub.admin_site import CrossTenantAdminMixin, report_outcome
-from memoryhub.models import ApiKey, Membership, Project, Tenant
+from memoryhub import scoping
+from memoryhub.admin_site import CrossTenantAdminMixin, admin_principal, membership_condition, report_outcome
+from memoryhub.jobs import retention_policy_set
+from memoryhub.models import ApiKey, Membership, Project, RetentionPolicy, Role, Tenant
 from memoryhub.services import apikey_create, apikey_revoke, role_for
 
 ACTION_LOCATIONS = [admin.ActionLocation.CHANGE_LIST, admin.ActionLocation.CHANGE_FORM]
@@ -206,3 +210,65 @@ class ApiKeyAdmin(CrossTenantAdminMixin, admin.ModelAdmin):
             done += 1
             self.log_change(request, key, "Revoked.")
         report_outcome(self, request, verb="Revoked", noun="key", plural="keys", done=done, skipped=skipped)
+
+
+def _is_project_admin(user, project: Project) -> bool:
+    return user.is_superuser or role_for(user_id=user.pk, tenant_id=project.tenant_id, project_id=project.id) == Role.ADMIN
+
+
+@admin.register(RetentionPolicy)
+class RetentionPolicyAdmin(CrossTenantAdminMixin, admin.ModelAdmin):
+    """How long each project keeps deleted and expired facts and unregistered conversations.
+
+    Saved through `retention_policy_set` as the signed-in person, so only the project's
+    admins (or a superuser) can change it; a project without a policy uses the
+    MEMORYHUB_RETENTION_* settings. Removing a policy is not offered (it would quietly
+    bring the defaults back); an emptied field keeps those rows forever.
+    """
+
+    list_display = ("project", "deleted_facts_days", "expired_facts_days", "unregistered_conversations_days", "updated_at", "updated_by")
+    list_select_related = ("project__tenant", "updated_by")
+    fields = ("project", "deleted_facts_days", "expired_facts_days", "unregistered_conversations_days", "updated_at", "updated_by")
+    search_fields = ("project__slug", "project__tenant__slug")
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("updated_at", "updated_by") + (("project",) if obj is not None else ())
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        if (condition := membership_condition(request.user)) is not None:
+            queryset = queryset.filter(condition)
+        return queryset
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "project":
+            kwargs = _projects_with_tenants(db_field, kwargs)
+            if not request.user.is_superuser:
+                # Only projects this person administers: a tenant-wide admin membership counts in each.
+                admin_of = Membership.objects.filter(user_id=request.user.pk, role=Role.ADMIN)
+                kwargs["queryset"] = kwargs["queryset"].filter(
+                    Q(tenant_id__in=admin_of.filter(project__isnull=True).values("tenant_id"))
+                    | Q(id__in=admin_of.filter(project__isnull=False).values("project_id"))
+                )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return super().has_change_permission(request, obj) and (obj is None or _is_project_admin(request.user, obj.project))
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change):
+        project = obj.project
+        principal = admin_principal(user=request.user, tenant_id=project.tenant_id, project_id=project.id)
+        data = form.cleaned_data
+        with scoping.scope(tenant_id=project.tenant_id, project_id=project.id):
+            policy = retention_policy_set(
+                principal=principal, project_id=project.id, deleted_facts_days=data["deleted_facts_days"],
+                expired_facts_days=data["expired_facts_days"],
+                unregistered_conversations_days=data["unregistered_conversations_days"],
+            )
+        # The admin goes on to log and redirect with `obj`: make it the row the service saved.
+        for model_field in RetentionPolicy._meta.concrete_fields:
+            setattr(obj, model_field.attname, getattr(policy, model_field.attname))
+        obj._state.adding, obj._state.db = False, policy._state.db

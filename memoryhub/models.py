@@ -1,4 +1,4 @@
-"""Tenancy: tenants, projects, members and their roles, API keys, idempotent responses."""
+"""Tenancy: tenants, projects, members and their roles, API keys, idempotent responses, retention."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, models
 from django.db.models import Q
+
+from memoryhub.scoping import ScopedManager
 
 
 def validate_text_search_config(value: str) -> None:
@@ -138,3 +140,50 @@ class IdempotencyRecord(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["api_key", "key"], name="idempotency_one_per_key_owner")]
+
+
+def _default_deleted_days() -> int | None:
+    return settings.MEMORYHUB_RETENTION_DELETED_DAYS
+
+
+def _default_expired_days() -> int | None:
+    return settings.MEMORYHUB_RETENTION_EXPIRED_DAYS
+
+
+def _default_unregistered_days() -> int | None:
+    return settings.MEMORYHUB_RETENTION_UNREGISTERED_DAYS
+
+
+class RetentionPolicy(models.Model):
+    """How long a project keeps what no read sees any more, in days; empty keeps it forever.
+
+    A project without a policy uses the MEMORYHUB_RETENTION_* settings. The retention
+    purge (memoryhub.jobs.retention_purge) reads it; project admins change it through
+    `retention_policy_set`. Facts under legal hold are never purged, whatever it says.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="retention_policy")
+    deleted_facts_days = models.PositiveIntegerField(
+        null=True, blank=True, default=_default_deleted_days,
+        help_text="Days after a fact is deleted (or rejected) until it and its revisions are purged. Empty: keep forever.",
+    )
+    expired_facts_days = models.PositiveIntegerField(
+        null=True, blank=True, default=_default_expired_days,
+        help_text="Days after a fact's expiresAt until it and its revisions are purged. Empty: keep forever.",
+    )
+    unregistered_conversations_days = models.PositiveIntegerField(
+        null=True, blank=True, default=_default_unregistered_days,
+        help_text="Days after a conversation is unregistered until it and its messages are purged. Empty: keep forever.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+
+    objects = ScopedManager()
+
+    class Meta:
+        verbose_name_plural = "retention policies"
+
+    def __str__(self) -> str:
+        return f"retention of {self.project}"

@@ -30,6 +30,12 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def env_days(name: str, default: str) -> int | None:
+    """A number of days, or None for "never" (also empty, "none", "off")."""
+    value = os.environ.get(name, default).strip().lower()
+    return None if value in {"", "never", "none", "off"} else int(value)
+
+
 def _secret_key() -> str:
     if key := os.environ.get("SECRET_KEY"):
         return key
@@ -113,7 +119,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis, cache, Celery -------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # A Redis outage is a cache miss, never a failed request (memoryhub.cache).
+    CACHES = {"default": {
+        "BACKEND": "memoryhub.cache.FailSoftRedisCache", "LOCATION": REDIS_URL,
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
+    }}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
@@ -121,13 +131,51 @@ CELERY_BROKER_URL = REDIS_URL or "memory://"
 # No broker configured (the embedded default): tasks run in-process, right away.
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = True
+# A task is acknowledged when it has finished, and given back when its worker dies, so a
+# killed worker's task runs again (every task is idempotent, so running it twice is safe).
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
-CELERY_TASK_TIME_LIMIT = 1800  # shorter than the visibility timeout, so no task runs twice at once
-CELERY_TASK_SOFT_TIME_LIMIT = 1500
+# When the broker connection drops, running tasks are cancelled and handed out again
+# (their acknowledgement could not reach Redis anyway).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("MEMORYHUB_CELERY_QUEUE", "celery")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Redis hands an unacknowledged task to another worker after the visibility timeout; the
+# hard time limit stays below it, so a task still running is never handed out twice.
+MEMORYHUB_BROKER_VISIBILITY_TIMEOUT = int(os.environ.get("MEMORYHUB_BROKER_VISIBILITY_TIMEOUT", "3600"))
+CELERY_TASK_TIME_LIMIT = int(os.environ.get("MEMORYHUB_TASK_TIME_LIMIT", str(min(1800, MEMORYHUB_BROKER_VISIBILITY_TIMEOUT // 2))))
+CELERY_TASK_SOFT_TIME_LIMIT = max(1, CELERY_TASK_TIME_LIMIT * 5 // 6)
+if CELERY_TASK_TIME_LIMIT >= MEMORYHUB_BROKER_VISIBILITY_TIMEOUT:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("MEMORYHUB_TASK_TIME_LIMIT must be shorter than MEMORYHUB_BROKER_VISIBILITY_TIMEOUT")
+_RESTORE_EVERY = max(1, min(10, MEMORYHUB_BROKER_VISIBILITY_TIMEOUT // 10))
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": MEMORYHUB_BROKER_VISIBILITY_TIMEOUT,
+    # Workers look for tasks of dead workers about every visibility_timeout / 10 (at least
+    # every second): a sweep every `interval` seconds, scanning Redis every `throttle`-th.
+    "unacked_restore_interval": _RESTORE_EVERY,
+    "unacked_restore_throttle": max(1, MEMORYHUB_BROKER_VISIBILITY_TIMEOUT // 10 // _RESTORE_EVERY),
+    # A vanished Redis fails a publish in seconds instead of hanging the request that wrote.
+    "socket_timeout": 5,
+    "socket_connect_timeout": 2,
+}
 CELERY_TIMEZONE = "UTC"
+
+# --- Jobs (memoryhub.jobs; schedule in memoryhub/celery.py) ----------------------------------
+# Default retention for projects without a RetentionPolicy (and tenant-wide facts), in days;
+# "never" keeps forever. A project's policy, set by its admins, overrides each one.
+MEMORYHUB_RETENTION_DELETED_DAYS = env_days("MEMORYHUB_RETENTION_DELETED_DAYS", "30")
+MEMORYHUB_RETENTION_EXPIRED_DAYS = env_days("MEMORYHUB_RETENTION_EXPIRED_DAYS", "30")
+MEMORYHUB_RETENTION_UNREGISTERED_DAYS = env_days("MEMORYHUB_RETENTION_UNREGISTERED_DAYS", "30")
+# Rows per batch of the expiry and purge jobs (one short transaction each).
+MEMORYHUB_JOB_BATCH = int(os.environ.get("MEMORYHUB_JOB_BATCH", "500"))
+# A job run stops starting new batches after this long (the next tick goes on); kept well
+# inside the soft time limit.
+MEMORYHUB_JOB_BUDGET_SECONDS = float(os.environ.get("MEMORYHUB_JOB_BUDGET_SECONDS", str(min(240, CELERY_TASK_SOFT_TIME_LIMIT / 2))))
+# The backfill leaves rows written this recently to their own after-commit embedding task.
+MEMORYHUB_BACKFILL_GRACE_SECONDS = int(os.environ.get("MEMORYHUB_BACKFILL_GRACE_SECONDS", "60"))
 
 # --- Auth, i18n, static ---------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -8,14 +8,19 @@ the same task that wait in line are merged into one (their id lists joined, up t
 MEMORYHUB_EMBEDDINGS_BATCH ids), so a burst of single writes is embedded in batches.
 Tests set MEMORYHUB_TASKS_INLINE to run it at once, in the caller's transaction (a
 test's transaction never commits, so on-commit work would never run there).
+
+The scheduled jobs' tasks (expiry, retention purge, embedding backfill) are defined at
+the end: each is a thin door onto memoryhub.jobs.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import random
 import threading
 
+from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections, transaction
 
@@ -108,3 +113,63 @@ def shutdown() -> None:
         dropped = runner.stop()
         if dropped:
             logger.info("left %d queued in-process tasks to the backfill job", dropped)
+
+
+# --- The scheduled jobs: thin doors onto memoryhub.jobs (schedule: memoryhub/celery.py) --------
+
+JOB_RETRY_BASE_SECONDS = 10
+JOB_RETRY_MAX_SECONDS = 600
+
+
+def _transient(exc: Exception) -> bool:
+    """Errors worth trying again later: the database or the embeddings provider away for a while."""
+    from django.db import InterfaceError, OperationalError
+
+    from retrieval.embeddings import EmbeddingError
+
+    if isinstance(exc, EmbeddingError):
+        return exc.transient
+    return isinstance(exc, (OperationalError, InterfaceError))
+
+
+def _run_job(task, service) -> dict:
+    """Run a job; a transient error retries with exponential backoff and full jitter.
+
+    In-process (no broker) there is no retry queue: the error is logged and the next
+    tick of the schedule runs the job again.
+    """
+    try:
+        return service()
+    except Exception as exc:
+        if not _transient(exc):
+            raise
+        if task.request.is_eager:
+            logger.warning("%s: %s; the next scheduled run tries again", task.name, exc)
+            return {"error": str(exc)}
+        countdown = random.uniform(0, min(JOB_RETRY_MAX_SECONDS, JOB_RETRY_BASE_SECONDS * 2 ** task.request.retries))
+        logger.warning("%s: %s; retrying in %.0f s", task.name, exc, countdown)
+        raise task.retry(exc=exc, countdown=countdown)
+
+
+@shared_task(bind=True, name="memoryhub.expire_facts", max_retries=5, acks_late=True)
+def expire_facts(self) -> dict:
+    """Facts past expiresAt become `expired` (memoryhub.jobs.facts_expire)."""
+    from memoryhub.jobs import facts_expire
+
+    return _run_job(self, facts_expire)
+
+
+@shared_task(bind=True, name="memoryhub.retention_purge", max_retries=5, acks_late=True)
+def retention_purge(self) -> dict:
+    """Delete what is past its project's retention (memoryhub.jobs.retention_purge)."""
+    from memoryhub.jobs import retention_purge as purge
+
+    return _run_job(self, purge)
+
+
+@shared_task(bind=True, name="memoryhub.embeddings_backfill", max_retries=8, acks_late=True)
+def embeddings_backfill(self) -> dict:
+    """Embed facts and messages missing an embedding of the configured model (memoryhub.jobs.embeddings_backfill)."""
+    from memoryhub.jobs import embeddings_backfill as backfill
+
+    return _run_job(self, backfill)

@@ -5,7 +5,7 @@ from django.urls import include, path
 from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from memoryhub import views
+from memoryhub import participant_views, views
 
 api_v1 = [
     path("me", views.MeView.as_view(), name="me"),
@@ -14,6 +14,8 @@ api_v1 = [
     path("", include("facts.urls")),
     path("", include("retrieval.urls")),
     path("", include("approvals.urls")),
+    path("participants/<str:participant_id>", participant_views.ParticipantView.as_view(), name="participant"),
+    path("participants/<str:participant_id>/export", participant_views.ParticipantExportView.as_view(), name="participant-export"),
 ]
 
 urlpatterns = [

@@ -24,9 +24,15 @@ def healthz(request):
 
 
 def readyz(request):
-    """Ready to serve: the database answers and, when one is configured, the broker too."""
+    """Ready to serve: the database answers. The broker is reported, not required.
+
+    Without Redis the API still reads and writes (the cache fails soft, an unsent task
+    is picked up by the backfill job), so a broker outage says `degraded` with 200: a
+    load balancer that pulled every web process on it would turn a Redis outage into a
+    full one.
+    """
     checks: dict[str, str] = {}
-    ok = True
+    status = "ok"
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
@@ -34,7 +40,7 @@ def readyz(request):
     except Exception as exc:  # any failure means not ready; say which
         logger.warning("readyz: database: %s", exc)
         checks["database"] = "unavailable"
-        ok = False
+        status = "unavailable"
     if settings.REDIS_URL:
         try:
             import redis
@@ -44,8 +50,9 @@ def readyz(request):
         except Exception as exc:
             logger.warning("readyz: broker: %s", exc)
             checks["broker"] = "unavailable"
-            ok = False
-    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503)
+            if status == "ok":
+                status = "degraded"
+    return JsonResponse({"status": status, "checks": checks}, status=503 if status == "unavailable" else 200)
 
 
 class MeView(ApiView):

@@ -186,9 +186,14 @@ def _build(key: tuple) -> Embedder | None:
     return embedder
 
 
+def query_cache_key(model: str, text: str) -> str:
+    """The cache key of a query's embedding (erasure deletes those of a person's texts)."""
+    return "qemb:" + hashlib.sha256(f"{model}\0{text}".encode()).hexdigest()
+
+
 def query_embedding(embedder: Embedder, text: str) -> list[float]:
     """The query's embedding, cached by (model, text) so a repeated turn does not pay twice."""
-    cache_key = "qemb:" + hashlib.sha256(f"{embedder.model}\0{text}".encode()).hexdigest()
+    cache_key = query_cache_key(embedder.model, text)
     cached = cache.get(cache_key)
     if cached is not None:
         return cached

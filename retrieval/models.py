@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, F, Q, Value, When
 from pgvector.django import HnswIndex, VectorField
 
 from facts.models import RegConfigField
@@ -86,6 +86,8 @@ class Conversation(models.Model):
         indexes = [
             models.Index(fields=["project", "agent_slug", "participant_id"], name="conversation_agent_participant"),
             models.Index(fields=["project", "agent_slug", "segment"], name="conversation_agent_segment"),
+            # The retention purge's candidates (memoryhub.jobs.retention).
+            models.Index(fields=["unregistered_at"], name="conversation_unregistered", condition=Q(unregistered_at__isnull=False)),
         ]
 
     def __str__(self) -> str:

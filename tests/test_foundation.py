@@ -45,11 +45,12 @@ def test_readyz_checks_the_database(client):
 
 
 @pytest.mark.django_db
-def test_readyz_is_503_when_the_broker_is_unreachable(client, settings):
+def test_readyz_says_degraded_but_ready_when_the_broker_is_unreachable(client, settings):
+    # The API keeps serving without Redis (tests/test_worker.py), so the process stays in rotation.
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     response = client.get("/readyz")
-    assert response.status_code == 503
-    assert response.json()["checks"]["broker"] == "unavailable"
+    assert response.status_code == 200
+    assert response.json() == {"status": "degraded", "checks": {"database": "ok", "broker": "unavailable"}}
 
 
 @pytest.mark.django_db

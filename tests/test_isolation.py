@@ -34,6 +34,7 @@ class Endpoint:
 
 
 NOTE = {"type": "acme.note", "content": "isolation probe"}
+WORKSPACE_ELSEWHERE = {"other-project": {200, 201}, "other-tenant": {200, 201}, "other-participant": {200, 201}}
 ENDPOINTS = {
     "me": Endpoint("/v1/me", {"get": None}),
     "facts": Endpoint("/v1/facts", {"get": None, "post": NOTE}),

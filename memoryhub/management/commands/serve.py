@@ -3,6 +3,8 @@
 Checks the database, migrates, makes the demo tenant/project/user when none exists,
 prints where to go and how to sign in, then serves on 127.0.0.1:$PORT (8000). Ctrl-C
 (or SIGTERM) stops the web server and, for the embedded database, the database too.
+Without a broker (no REDIS_URL) the beat schedule's jobs run on a background thread
+(memoryhub.beat), so the embedded service expires, purges and backfills as production does.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import signal
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.core.management.commands.runserver import Command as RunserverCommand
 from django.core.servers.basehttp import WSGIServer
 
-from memoryhub import embedded, tasks
+from memoryhub import beat, embedded, tasks
 from memoryhub.checks import database_problem
 from memoryhub.models import Access, ApiKey, Project, Tenant
 from memoryhub.services import apikey_create, tenant_bootstrap
@@ -63,6 +66,7 @@ class Command(BaseCommand):
             signal.signal(signum, _raise_keyboard_interrupt)
         runserver = RunserverCommand(stdout=self.stdout, stderr=self.stderr)
         runserver.server_cls = PooledWSGIServer
+        in_process_beat = beat.InProcessBeat().start() if settings.CELERY_TASK_ALWAYS_EAGER else None
         try:
             call_command(
                 runserver, f"{options['host']}:{options['port']}", use_reloader=False, use_threading=False, skip_checks=True
@@ -70,6 +74,8 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             pass
         finally:
+            if in_process_beat is not None:
+                in_process_beat.stop()
             tasks.shutdown()
             self.stdout.write("memoryhub stopped.")
             embedded.stop()

@@ -1,0 +1,99 @@
+"""Embedding backfill: facts and messages with no embedding, or one of another model.
+
+It catches up whatever the after-commit embedding missed (broker or provider down,
+a task dropped at shutdown) and, after the configured model changes, re-embeds every
+row over time: reads compare a query only with vectors of the configured model, so
+semantic results fill in as the backfill goes, keyword search never stops, and there
+is no downtime.
+
+Only rows a read can return are embedded: active and pending facts not yet expired,
+and messages (never tool messages) of registered, non-replay conversations. Rows go in
+order of id, a batch (MEMORYHUB_EMBEDDINGS_BATCH rows: one provider request) at a
+time, each batch committed on its own through the same functions the after-commit
+tasks use (retrieval.services). The state to resume from is the data itself: a run
+cut short (time budget, a killed worker) leaves done batches done, and the next run
+picks up the rest. Rows written in the last MEMORYHUB_BACKFILL_GRACE_SECONDS are left
+to their own after-commit task.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from facts.models import SLOT_HOLDING, Fact
+from memoryhub import scoping
+from memoryhub.jobs.locks import DEFAULT_BUDGET, SKIPPED, Budget, job_lock
+from retrieval.embeddings import EmbeddingError, get_embedder
+from retrieval.models import Message, MessageRole
+from retrieval.services import facts_embed, messages_embed
+
+logger = logging.getLogger(__name__)
+
+
+def _fact_candidates(model: str, now: datetime):
+    grace = now - timedelta(seconds=settings.MEMORYHUB_BACKFILL_GRACE_SECONDS)
+    return (
+        Fact.objects.filter(status__in=SLOT_HOLDING, updated_at__lte=grace)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .exclude(embedding_model=model)  # NULL (never embedded) included
+    )
+
+
+def _message_candidates(model: str, now: datetime):
+    grace = now - timedelta(seconds=settings.MEMORYHUB_BACKFILL_GRACE_SECONDS)
+    return (
+        Message.objects.exclude(role=MessageRole.TOOL)
+        .filter(created_at__lte=grace, conversation__replay=False, conversation__unregistered_at__isnull=True)
+        .exclude(embedding_model=model)
+    )
+
+
+def embeddings_backfill(*, batch_size: int | None = None, budget_seconds: float | None = DEFAULT_BUDGET) -> dict:
+    """Embed what lacks an embedding of the configured model; returns the counts.
+
+    `done` says whether nothing was left when the run ended (False: the time budget ran
+    out and the next run goes on). A provider's transient error is raised, so the task
+    retries later; a batch it refuses for good is counted in `failed` and skipped.
+    """
+    embedder = get_embedder()
+    if embedder is None:
+        logger.info("backfill: skipped, no embeddings provider is configured")
+        return {"skipped": "no-embeddings-provider"}
+    batch_size = batch_size or max(1, settings.MEMORYHUB_EMBEDDINGS_BATCH)
+    budget = Budget(budget_seconds)
+    counts = {"model": embedder.model, "facts": 0, "messages": 0, "failed": 0, "batches": 0, "done": True}
+    with job_lock("backfill") as locked, scoping.scopes_disabled():
+        if not locked:
+            logger.info("backfill: skipped, another run is going on")
+            return dict(SKIPPED)
+        kinds = [("facts", _fact_candidates, lambda ids: facts_embed(fact_ids=ids)),
+                 ("messages", _message_candidates, lambda ids: messages_embed(message_ids=ids))]
+        for name, candidates, embed in kinds:
+            after = None
+            while True:
+                if budget.spent:
+                    counts["done"] = False
+                    break
+                queryset = candidates(embedder.model, timezone.now()).order_by("id")
+                if after is not None:
+                    queryset = queryset.filter(id__gt=after)
+                ids = list(queryset.values_list("id", flat=True)[:batch_size])
+                if not ids:
+                    break
+                try:
+                    counts[name] += embed([str(i) for i in ids])
+                except EmbeddingError as exc:
+                    if exc.transient:
+                        logger.warning("backfill: provider unavailable (%s) after %s; a retry goes on", exc, counts)
+                        raise
+                    logger.error("backfill: the provider refused %d %s (%s); skipping them", len(ids), name, exc)
+                    counts["failed"] += len(ids)
+                counts["batches"] += 1
+                after = ids[-1]
+    logger.info("backfill: %s", " ".join(f"{name}={value}" for name, value in counts.items()))
+    return counts

@@ -1,0 +1,28 @@
+"""`manage.py backfill`: embed facts and messages lacking an embedding of the configured model.
+
+The beat runs a time-boxed backfill every 2 minutes; by hand it runs until nothing is
+left (or for `--seconds`), e.g. to re-embed at once after changing the model. Prints one
+JSON line of counts ({"model", "facts", "messages", "failed", "batches", "done"}).
+"""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from memoryhub.jobs import embeddings_backfill
+from retrieval.embeddings import EmbeddingError
+
+
+class Command(BaseCommand):
+    help = "Embed what lacks an embedding of the configured model (memoryhub.jobs.embeddings_backfill)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch", type=int, default=None, help="rows per provider request (MEMORYHUB_EMBEDDINGS_BATCH)")
+        parser.add_argument("--seconds", type=float, default=None, help="stop starting batches after this long (default: until done)")
+
+    def handle(self, *args, **options):
+        try:
+            counts = embeddings_backfill(batch_size=options["batch"], budget_seconds=options["seconds"])
+        except EmbeddingError as exc:
+            raise CommandError(f"The embeddings provider failed: {exc}. Batches done so far are kept; run it again.") from None
+        self.stdout.write(json.dumps(counts))
