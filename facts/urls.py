@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from facts import views
+from facts import views, workspace_views as ws
 
 urlpatterns = [
     path("facts", views.FactListView.as_view(), name="facts"),
@@ -11,4 +11,13 @@ urlpatterns = [
     path("facts/<uuid:fact_id>/supersede", views.FactSupersedeView.as_view(), name="fact-supersede"),
     path("facts/<uuid:fact_id>/verify", views.FactVerifyView.as_view(), name="fact-verify"),
     path("facts/<uuid:fact_id>/revisions", views.FactRevisionsView.as_view(), name="fact-revisions"),
+    # Working memory (seed 000): a namespace's keyed entries and what agent loops need around them.
+    path("workspaces/<str:namespace>/memory", ws.MemoryView.as_view(), name="workspace-memory"),
+    path("workspaces/<str:namespace>/memory/keys", ws.MemoryKeysView.as_view(), name="workspace-memory-keys"),
+    path("workspaces/<str:namespace>/memory/<path:key>", ws.MemoryEntryView.as_view(), name="workspace-memory-entry"),
+    path("workspaces/<str:namespace>/query", ws.MemoryQueryView.as_view(), name="workspace-query"),
+    path("workspaces/<str:namespace>/turns", ws.TurnsView.as_view(), name="workspace-turns"),
+    path("workspaces/<str:namespace>/compactions", ws.CompactionsView.as_view(), name="workspace-compactions"),
+    path("workspaces/<str:namespace>/tasks", ws.TasksView.as_view(), name="workspace-tasks"),
+    path("workspaces/<str:namespace>/block", ws.BlockView.as_view(), name="workspace-block"),
 ]

@@ -270,6 +270,7 @@ SPECTACULAR_SETTINGS = {
         "FactStatusEnum": ["active", "pending", "rejected", "deleted", "expired"],
         "RememberStatusEnum": ["remembered", "pending-approval"],
         "ApprovalStatusEnum": ["pending", "approved", "rejected"],
+        "MemoryOutcomeEnum": ["created", "superseded"],
     },
 }
 

@@ -8,6 +8,7 @@ from rest_framework import status as http
 from rest_framework.response import Response
 
 from facts.serializers import StrictSerializer, fact_to_dict
+from facts.workspaces import working_memory_tools
 from memoryhub.api import ApiView, iso_time
 from memoryhub.errors import ValidationFailed
 from memoryhub.models import Role
@@ -153,7 +154,11 @@ class AgentContextView(ApiView):
 class AgentToolsView(ApiView):
     @extend_schema(
         operation_id="agents_tools",
-        parameters=[OpenApiParameter("participantId", str, required=False), OpenApiParameter("conversationId", str, required=False), PROJECT_PARAM],
+        parameters=[
+            OpenApiParameter("participantId", str, required=False), OpenApiParameter("conversationId", str, required=False), PROJECT_PARAM,
+            OpenApiParameter("include", str, required=False, description="`working-memory`: add memory_save, memory_search, "
+                             "memory_delete, memory_list and memory_query (served at /v1/workspaces/{ns}/...)"),
+        ],
         responses=inline_serializer("AgentTools", {"tools": serializers.ListField(child=serializers.DictField())}),
     )
     def get(self, request, slug):
@@ -161,7 +166,13 @@ class AgentToolsView(ApiView):
         agent = agents.agent_get(principal=self.principal, project_id=params.get("projectId"), slug=slug)
         conversation = params.get("conversationId") or None
         turn = agents.Turn.start(principal=self.principal, agent=agent, participant_id=params.get("participantId") or None, conversation_id=conversation)
-        return Response({"tools": agents.turn_tools(turn)})
+        tools = agents.turn_tools(turn)
+        include = {part.strip() for part in params.get("include", "").split(",") if part.strip()}
+        if include - {"working-memory"}:
+            raise ValidationFailed("include takes: working-memory", errors={"include": ["one of: working-memory"]})
+        if "working-memory" in include:
+            tools += working_memory_tools()
+        return Response({"tools": tools})
 
 
 class RememberInSerializer(StrictSerializer):

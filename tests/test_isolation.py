@@ -25,7 +25,7 @@ class Endpoint:
     path: str  # with {fact} for the object under test
     methods: dict[str, dict | None] = field(default_factory=dict)  # method -> body
     writes: frozenset = frozenset({"post", "put", "patch", "delete"})
-    target: str = "fact"  # what {fact} names: "fact", "approval" (of a pending fact), "agent" or "conversation"
+    target: str = "fact"  # what {fact} names: "fact", "approval" (of a pending fact), "agent", "conversation", "participant" or "workspace"
     expect: dict = field(default_factory=dict)  # caller -> statuses, where the general rule does not fit
 
     @property
@@ -76,6 +76,42 @@ ENDPOINTS = {
     "conversation-messages": Endpoint(
         "/v1/conversations/{fact}/messages", {"get": None, "post": {"messages": [{"role": "user", "text": "hello"}]}}, target="conversation",
     ),
+    # A participant's data is for admins (a read key is refused reading it too). Another
+    # project or tenant has none of the owner's end-7: an empty answer, nothing shown.
+    "participant": Endpoint(
+        "/v1/participants/{fact}", {"delete": None}, target="participant",
+        expect={"other-project": {200}, "other-tenant": {200}, "other-participant": {403}},
+    ),
+    "participant-export": Endpoint(
+        "/v1/participants/{fact}/export", {"get": None}, writes=frozenset({"get"}), target="participant",
+        expect={"other-project": {200}, "other-tenant": {200}, "other-participant": {403}},
+    ),
+    # Working memory: a namespace is named by the caller, so another project, tenant or
+    # participant reaches its own (empty) namespace of that name: never the owner's entries.
+    "workspace-memory": Endpoint(
+        "/v1/workspaces/{fact}/memory", {"get": None, "post": {"key": "note:probe", "value": "probe"}}, target="workspace",
+        expect=WORKSPACE_ELSEWHERE,
+    ),
+    "workspace-memory-keys": Endpoint("/v1/workspaces/{fact}/memory/keys", {"get": None}, target="workspace", expect=WORKSPACE_ELSEWHERE),
+    "workspace-memory-entry": Endpoint("/v1/workspaces/{fact}/memory/secret", {"delete": None}, target="workspace"),
+    "workspace-query": Endpoint(
+        "/v1/workspaces/{fact}/query", {"post": {"query": "map(memory, {k: .key, v: .value})"}}, writes=frozenset(),
+        target="workspace", expect=WORKSPACE_ELSEWHERE,
+    ),
+    "workspace-turns": Endpoint(
+        "/v1/workspaces/{fact}/turns", {"post": {"assistantText": "[MEMORY: probe] isolation probe"}}, target="workspace",
+        expect=WORKSPACE_ELSEWHERE,
+    ),
+    "workspace-compactions": Endpoint(
+        "/v1/workspaces/{fact}/compactions", {"post": {"summary": "## Key Decisions\n- probe"}}, target="workspace",
+        expect=WORKSPACE_ELSEWHERE,
+    ),
+    "workspace-tasks": Endpoint(
+        "/v1/workspaces/{fact}/tasks",
+        {"get": None, "put": [{"id": "t1", "desc": "probe", "status": "open", "rounds": 0, "note": ""}]},
+        target="workspace", expect=WORKSPACE_ELSEWHERE,
+    ),
+    "workspace-block": Endpoint("/v1/workspaces/{fact}/block", {"get": None}, target="workspace", expect=WORKSPACE_ELSEWHERE),
 }
 ISO_AGENT = {
     "slug": "iso.desk",
@@ -127,6 +163,15 @@ def _target(world, caller: str, kind: str = "fact") -> str:
     """The owner's object each caller probes: a participant's fact for participant keys."""
     if kind == "approval":
         return _pending_approval(world, participant="end-7" if caller in {"same-participant", "other-participant"} else None)
+    if kind == "workspace":  # the owner's namespace, with a secret entry (end-7's, for participant keys)
+        writer = world.client(participant="end-7") if caller in {"same-participant", "other-participant"} else world.client()
+        saved = writer.post("/v1/workspaces/iso-ws/memory", {"key": "secret", "value": "owner's secret text"}, format="json")
+        assert saved.status_code == 201, saved.content
+        return "iso-ws"
+    if kind == "participant":  # the owner's end-7, with a secret fact kept for them
+        body = dict(NOTE, content="owner's secret text", scope={"participantId": "end-7"})
+        assert world.client().post("/v1/facts", body, format="json").status_code == 201
+        return "end-7"
     owner = world.client()
     if kind in {"agent", "conversation"}:
         assert owner.post("/v1/agents", ISO_AGENT, format="json").status_code == 201
@@ -210,7 +255,8 @@ def test_isolation(world, name, method, caller):
     if caller in {"other-project", "other-tenant", "other-participant"}:
         # Nothing of the owner's object reaches another project, tenant or participant
         # (an agent is the whole project's, so another participant may see it).
-        if not (endpoint.target == "agent" and caller == "other-participant"):
+        # A workspace's name is the caller's own choice, not the owner's secret.
+        if not (endpoint.target == "agent" and caller == "other-participant") and endpoint.target != "workspace":
             assert fact_id not in response.content.decode()
         assert "owner's secret text" not in response.content.decode()
 

@@ -1,0 +1,290 @@
+"""Working memory API (/v1/workspaces/{ns}/...): thin doors onto facts.workspaces.
+
+The memory_* replies carry the seed's tool text (`text`) beside the structured data, so
+an agent loop can hand `text` to its model as the tool result; `Accept: text/plain`
+returns the text alone. The block is `text/plain` unless JSON is asked for.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import renderers, serializers
+from rest_framework import status as http
+from rest_framework.response import Response
+
+from facts import workspaces
+from memoryhub.api import ApiView
+from memoryhub.errors import ValidationFailed
+
+PROJECT = OpenApiParameter("projectId", str, required=False, description="for tenant-wide keys: the workspace's project")
+TEXT = "text/plain; charset=utf-8"
+
+class MemoryEntrySerializer(serializers.Serializer):
+    key = serializers.CharField()
+    value = serializers.CharField()
+    type = serializers.CharField()
+    namespace = serializers.CharField()
+    references = serializers.ListField(child=serializers.CharField(), help_text="keys of the entries it refers to")
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+    factId = serializers.UUIDField()
+    version = serializers.IntegerField()
+
+
+class MemorySavedSerializer(serializers.Serializer):
+    entry = MemoryEntrySerializer()
+    outcome = serializers.ChoiceField(["created", "superseded"])
+    pruned = serializers.ListField(child=serializers.CharField(), help_text="keys the caps removed")
+    text = serializers.CharField(help_text="the seed's tool reply")
+
+
+class MemorySearchSerializer(serializers.Serializer):
+    data = MemoryEntrySerializer(many=True)
+    count = serializers.IntegerField()
+    text = serializers.CharField(help_text='the seed\'s tool reply, e.g. "Found 2 memory entries:"')
+
+
+class MemoryKeysSerializer(serializers.Serializer):
+    keys = serializers.ListField(child=serializers.CharField())
+    text = serializers.CharField()
+
+
+class MemoryDeletedSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    text = serializers.CharField()
+
+
+class MemoryQueryInSerializer(serializers.Serializer):
+    query = serializers.CharField(help_text='expr-lang, e.g. filter(memory, .type == "error")')
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, help_text="default 50")
+
+
+class MemoryQueryOutSerializer(serializers.Serializer):
+    rows = serializers.ListField(child=serializers.DictField())
+    count = serializers.IntegerField(help_text="matches before the limit")
+    truncated = serializers.BooleanField()
+
+
+class ToolCallInSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    args = serializers.JSONField(required=False)
+    result = serializers.JSONField(required=False)
+
+
+class TurnInSerializer(serializers.Serializer):
+    assistantText = serializers.CharField(required=False, allow_null=True)
+    toolCalls = ToolCallInSerializer(many=True, required=False)
+    thinking = serializers.CharField(required=False, allow_null=True)
+
+
+class CapturedEntrySerializer(MemoryEntrySerializer):
+    outcome = serializers.ChoiceField(["created", "superseded"])
+
+
+class CapturedSerializer(serializers.Serializer):
+    saved = CapturedEntrySerializer(many=True)
+    pruned = serializers.ListField(child=serializers.CharField())
+    toolCallsRecorded = serializers.IntegerField(required=False)
+
+
+class TaskSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    desc = serializers.CharField()
+    status = serializers.CharField()
+    rounds = serializers.IntegerField()
+    note = serializers.CharField()
+
+
+def _wants_text(request) -> bool:
+    accept = request.headers.get("Accept", "")
+    return "text/plain" in accept and "application/json" not in accept
+
+
+def _reply(request, payload: dict, text: str, status: int = http.HTTP_200_OK):
+    if _wants_text(request):
+        return HttpResponse(text, content_type=TEXT, status=status)
+    return Response(payload | {"text": text}, status=status)
+
+
+def _body(request) -> dict:
+    if not isinstance(request.data, dict):
+        raise ValidationFailed("the body must be a JSON object")
+    return request.data
+
+
+class PlainTextRenderer(renderers.BaseRenderer):
+    """Lets `Accept: text/plain` through content negotiation; the views build those bodies themselves."""
+
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data if isinstance(data, (str, bytes)) else str(data)
+
+
+class _WorkspaceView(ApiView):
+    renderer_classes = [renderers.JSONRenderer, PlainTextRenderer]
+
+    def space(self, request, namespace: str, project_id=None) -> workspaces.Space:
+        return workspaces.workspace(
+            principal=self.principal, namespace=namespace,
+            project_id=project_id or request.query_params.get("projectId") or None,
+        )
+
+
+class MemoryView(_WorkspaceView):
+    @extend_schema(
+        operation_id="memory_search", parameters=[OpenApiParameter("q", str, required=False, description="case-insensitive substring of key or value; empty: every entry"), PROJECT],
+        responses=MemorySearchSerializer, description="`memory_search`: entries whose key or value contains `q`.",
+    )
+    def get(self, request, namespace: str):
+        space = self.space(request, namespace)
+        found, key_of, text = workspaces.memory_search(space=space, query=request.query_params.get("q", ""))
+        data = [workspaces.entry_to_dict(f, key_of) for f in found]
+        return _reply(request, {"data": data, "count": len(data)}, text)
+
+    @extend_schema(
+        operation_id="memory_save", parameters=[PROJECT],
+        request=inline_serializer("MemorySaveIn", {
+            "key": serializers.CharField(), "value": serializers.CharField(),
+            "type": serializers.CharField(required=False, help_text="inferred from the key when left out"),
+            "references": serializers.ListField(child=serializers.CharField(), required=False, help_text="keys of other entries"),
+            "projectId": serializers.UUIDField(required=False),
+        }),
+        responses={201: MemorySavedSerializer, 200: MemorySavedSerializer},
+        description="`memory_save`: creates the entry (201) or writes its next revision (200).",
+    )
+    def post(self, request, namespace: str):
+        body = _body(request)
+        unknown = sorted(set(body) - {"key", "value", "type", "references", "projectId"})
+        if unknown:
+            raise ValidationFailed(f"{unknown[0]} is not a field here", errors={name: ["not a field here"] for name in unknown})
+        space = self.space(request, namespace, body.get("projectId"))
+        fact, outcome, pruned = workspaces.memory_save(
+            space=space, key=body.get("key"), value=body.get("value"), type=body.get("type"), references=body.get("references"),
+        )
+        _, key_of = workspaces.memory_entries(space=space)
+        entry = workspaces.entry_to_dict(fact, key_of)
+        status = http.HTTP_201_CREATED if outcome == "created" else http.HTTP_200_OK
+        return _reply(request, {"entry": entry, "outcome": outcome, "pruned": pruned}, workspaces.memory_block.format_save(fact.key, entry["value"]), status)
+
+
+class MemoryKeysView(_WorkspaceView):
+    @extend_schema(operation_id="memory_list", parameters=[PROJECT], responses=MemoryKeysSerializer, description="`memory_list`: every key, no content.")
+    def get(self, request, namespace: str):
+        keys, text = workspaces.memory_keys(space=self.space(request, namespace))
+        return _reply(request, {"keys": keys}, text)
+
+    @extend_schema(operation_id="memory_delete_keys", parameters=[PROJECT], responses=MemoryDeletedSerializer, description="`memory_delete` of the entry whose key is `keys`.")
+    def delete(self, request, namespace: str):
+        return _remove(self, request, namespace, "keys")
+
+
+class MemoryEntryView(_WorkspaceView):
+    @extend_schema(operation_id="memory_delete", parameters=[PROJECT], responses=MemoryDeletedSerializer, description="`memory_delete`: removes the entry (404 when there is none).")
+    def delete(self, request, namespace: str, key: str):
+        return _remove(self, request, namespace, key)
+
+
+def _remove(view: _WorkspaceView, request, namespace: str, key: str):
+    text = workspaces.memory_delete(space=view.space(request, namespace), key=key)
+    return _reply(request, {"key": key}, text)
+
+
+class MemoryQueryView(_WorkspaceView):
+    @extend_schema(
+        operation_id="memory_query", parameters=[PROJECT], request=MemoryQueryInSerializer, responses=MemoryQueryOutSerializer,
+        description="`memory_query`: filter/map/join/union over `memory`, `tool_calls` (newest 200) and `tasks`. "
+                    "A query that does not parse is a 400 with `position` {line, column} and `expected`.",
+    )
+    def post(self, request, namespace: str):
+        body = _body(request)
+        space = self.space(request, namespace, body.get("projectId"))
+        return Response(workspaces.memory_query_run(space=space, query=body.get("query"), limit=body.get("limit")))
+
+
+class TurnsView(_WorkspaceView):
+    @extend_schema(
+        operation_id="memory_turns", parameters=[PROJECT], request=TurnInSerializer, responses={201: CapturedSerializer},
+        description="Auto-extraction from a finished turn: `[MEMORY: key] value` lines, last_action, last_files, "
+                    "tool results of write/exec/search tools, thinking; every tool call joins `tool_calls`.",
+    )
+    def post(self, request, namespace: str):
+        body = _body(request)
+        space = self.space(request, namespace, body.get("projectId"))
+        out = workspaces.record_turn(
+            space=space, assistant_text=body.get("assistantText"), tool_calls=body.get("toolCalls"), thinking=body.get("thinking"),
+        )
+        _, key_of = workspaces.memory_entries(space=space)
+        return Response(
+            {"saved": workspaces.turn_summary(out["saved"], key_of), "pruned": out["pruned"], "toolCallsRecorded": out["toolCallsRecorded"]},
+            status=http.HTTP_201_CREATED,
+        )
+
+
+class CompactionsView(_WorkspaceView):
+    @extend_schema(
+        operation_id="memory_compactions", parameters=[PROJECT],
+        request=inline_serializer("CompactionIn", {"summary": serializers.CharField()}), responses={201: CapturedSerializer},
+        description="Compaction capture: `## Key Decisions` items become decision entries, `## Critical Context` items "
+                    "context entries, and `checkpoint:summary` holds Goal, Progress, Key Decisions, Critical Context.",
+    )
+    def post(self, request, namespace: str):
+        body = _body(request)
+        space = self.space(request, namespace, body.get("projectId"))
+        out = workspaces.record_compaction(space=space, summary=body.get("summary"))
+        _, key_of = workspaces.memory_entries(space=space)
+        return Response({"saved": workspaces.turn_summary(out["saved"], key_of), "pruned": out["pruned"]}, status=http.HTTP_201_CREATED)
+
+
+class TasksView(_WorkspaceView):
+    @extend_schema(operation_id="memory_tasks_get", parameters=[PROJECT], responses=TaskSerializer(many=True))
+    def get(self, request, namespace: str):
+        return Response(workspaces.tasks_get(space=self.space(request, namespace)))
+
+    @extend_schema(operation_id="memory_tasks_put", parameters=[PROJECT], request=TaskSerializer(many=True), responses=TaskSerializer(many=True),
+                   description="Replaces the task list the `tasks` relation reads.")
+    def put(self, request, namespace: str):
+        return Response(workspaces.tasks_put(space=self.space(request, namespace), tasks=request.data))
+
+
+class BlockView(_WorkspaceView):
+    @extend_schema(
+        operation_id="memory_block",
+        parameters=[
+            OpenApiParameter("prompt", str, required=False, description="the current prompt: entries that match its words are kept first"),
+            OpenApiParameter("budget", int, required=False, description="token budget (1 to 100000); none: every entry"),
+            OpenApiParameter("standingRule", bool, required=False, description='prepend "Check memory first. ..."'),
+            PROJECT,
+        ],
+        responses={(200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="the <memory> block; headers "
+                   "X-Memory-Tokens, X-Memory-Tokenizer, X-Memory-Entries (shown/total)")},
+        description="The graph-ordered `<memory>` block. `Accept: application/json` returns {block, tokens, budget, "
+                    "tokenizer, shown, total, dropped, resume}.",
+    )
+    def get(self, request, namespace: str):
+        params = request.query_params
+        budget = params.get("budget")
+        if budget not in (None, ""):
+            if not budget.isdigit() or not 1 <= int(budget) <= 100_000:
+                raise ValidationFailed("budget must be a whole number of tokens from 1 to 100000", errors={"budget": ["1 to 100000"]})
+            budget = int(budget)
+        else:
+            budget = None
+        rule = params.get("standingRule", "").lower() in ("1", "true", "yes")
+        block = workspaces.memory_block_for(
+            space=self.space(request, namespace), prompt=params.get("prompt", ""), budget=budget, standing_rule=rule,
+        )
+        if "application/json" in request.headers.get("Accept", ""):
+            return Response({
+                "block": block.text, "tokens": block.tokens, "budget": block.budget, "tokenizer": block.tokenizer,
+                "shown": block.shown, "total": block.total, "dropped": block.dropped, "resume": block.resume,
+            })
+        response = HttpResponse(block.text, content_type=TEXT)
+        response["X-Memory-Tokens"] = str(block.tokens)
+        response["X-Memory-Tokenizer"] = block.tokenizer
+        response["X-Memory-Entries"] = f"{block.shown}/{block.total}"
+        return response
