@@ -8,11 +8,13 @@ serialised and the loser sees the new version (`409 version-conflict`).
 
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from facts.content import content_hash, content_problems, name_problem
@@ -262,6 +264,22 @@ def _write_one(principal: Principal, item: _Prepared, provenance: Provenance) ->
             if item.data.key is None or attempt == 2:
                 raise
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def revision_deletes_allowed():
+    """Within this block (inside a transaction), fact revisions may be deleted: the retention
+    purge and erasure. The database refuses any other delete of a revision (trigger
+    facts_revision_append_only, migration facts 0009)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("revision_deletes_allowed() needs a transaction (transaction.atomic())")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('memoryhub.revision_deletes', 'allowed', true)")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('memoryhub.revision_deletes', '', true)")
 
 
 def _embed_after_commit(facts: list[Fact]) -> None:

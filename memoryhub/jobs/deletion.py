@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.db import transaction
+
 from approvals.models import Approval
 from facts.models import Fact, FactRevision
+from facts.services import revision_deletes_allowed
 from retrieval.models import Conversation, Message, RememberCall
 
 
@@ -18,10 +21,12 @@ def facts_hard_delete(ids: Sequence) -> dict:
     """Delete these facts, their revisions, approvals and remember calls (call with scopes set as needed)."""
     if not ids:
         return {"facts": 0, "revisions": 0, "approvals": 0, "rememberCalls": 0}
-    revisions = FactRevision.objects.filter(fact_id__in=ids).delete()[0]
-    approvals = Approval.objects.filter(fact_id__in=ids).delete()[0]
-    remember_calls = RememberCall.objects.filter(fact_id__in=ids).delete()[0]
-    facts = Fact.objects.filter(id__in=ids).only("id").delete()[0]
+    # Revisions are append-only otherwise (enforced by the database).
+    with transaction.atomic(), revision_deletes_allowed():
+        revisions = FactRevision.objects.filter(fact_id__in=ids).delete()[0]
+        approvals = Approval.objects.filter(fact_id__in=ids).delete()[0]
+        remember_calls = RememberCall.objects.filter(fact_id__in=ids).delete()[0]
+        facts = Fact.objects.filter(id__in=ids).only("id").delete()[0]
     return {"facts": facts, "revisions": revisions, "approvals": approvals, "rememberCalls": remember_calls}
 
 
