@@ -17,7 +17,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from approvals.models import Approval, ApprovalStatus
-from approvals.rules import instruction_reasons
+from approvals.selectors import approval_current_reasons
 from approvals.services import approval_grant, approval_reject
 from memoryhub import scoping
 from memoryhub.admin_site import (
@@ -148,8 +148,7 @@ def highlighted(text: str, reasons: list[dict], *, limit: int | None = None) -> 
 
 def _current_reasons(approval: Approval) -> list[dict]:
     """What the rules find in the fact's text now (it is what an approval makes visible)."""
-    names = [r["match"] for r in approval.reasons if r.get("rule") == "tool-name" and isinstance(r.get("match"), str)]
-    return instruction_reasons(approval.fact.text, tool_names=names)
+    return approval_current_reasons(approval=approval)
 
 
 @admin.register(Approval)

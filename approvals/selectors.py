@@ -12,6 +12,7 @@ import uuid
 from django.db.models import QuerySet
 
 from approvals.models import Approval, ApprovalStatus
+from approvals.rules import instruction_reasons
 from facts.models import Status as FactStatus
 from facts.selectors import facts_visible
 from memoryhub.errors import NotFound, ValidationFailed
@@ -54,3 +55,13 @@ def approval_get(*, principal: Principal, approval_id) -> Approval:
     if approval is None:
         raise NotFound("No such approval here.")
     return approval
+
+
+def approval_current_reasons(*, approval: Approval) -> list[dict]:
+    """What the rules find in the fact's text now, with offsets into it (it is what approving makes visible).
+
+    The stored reasons were found when the agent asked; the fact may have been rewritten
+    since. Tool names the request flagged are looked for again.
+    """
+    names = [r["match"] for r in approval.reasons if r.get("rule") == "tool-name" and isinstance(r.get("match"), str)]
+    return instruction_reasons(approval.fact.text, tool_names=names)

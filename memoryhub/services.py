@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -75,6 +76,10 @@ class Principal:
             return self.project_id
         if project_id is None:
             return None
+        try:
+            uuid.UUID(str(project_id))
+        except ValueError:  # not an id at all: the query below would fail with a 500
+            raise NotFound("No such project here.") from None
         if not Project.objects.filter(tenant_id=self.tenant_id, id=project_id).exists():
             raise NotFound("No such project here.")
         return project_id
@@ -91,6 +96,55 @@ def role_for(*, user_id: int, tenant_id, project_id) -> str | None:
         if best is None or ROLE_RANK[Role(role)] > ROLE_RANK[Role(best)]:
             best = role
     return best
+
+
+def person_principal(*, user, tenant_id, project_id) -> Principal | None:
+    """The principal a person signed in to the dashboard acts as in a project; None without a role there.
+
+    Their membership role, with write access and no participant binding, as a write key of
+    theirs would be: the services then allow exactly what the role allows. Unlike the
+    admin's `admin_principal`, being a superuser gives no role: the dashboard is for members.
+    """
+    role = role_for(user_id=user.pk, tenant_id=tenant_id, project_id=project_id)
+    if role is None:
+        return None
+    return Principal(
+        api_key_id=None, tenant_id=tenant_id, project_id=project_id, user_id=user.pk, access=Access.WRITE,
+        role=role, participant_id=None,
+    )
+
+
+def membership_set(*, principal: Principal, username: str, role: str) -> Membership:
+    """Give a person a role in the principal's project (project admins); their highest role counts.
+
+    A tenant-wide membership is left alone (it is changed where tenants are managed, the
+    admin); nobody changes their own role here, so an admin cannot lock themselves out.
+    """
+    principal.require(Role.ADMIN)
+    if principal.project_id is None:
+        raise ValidationFailed("A project membership needs a project.", errors={"project": ["required"]})
+    if role not in Role.values:
+        raise ValidationFailed(f"role must be one of {', '.join(Role.values)}.", errors={"role": [f"one of {', '.join(Role.values)}"]})
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ValidationFailed(f"There is no user {username!r}; create the account first.", errors={"username": ["no such user"]})
+    if user.pk == principal.user_id:
+        raise ValidationFailed("You cannot change your own role.", errors={"username": ["that is you"]})
+    membership, _ = Membership.objects.update_or_create(
+        user=user, tenant_id=principal.tenant_id, project_id=principal.project_id, defaults={"role": role},
+    )
+    return membership
+
+
+def membership_remove(*, principal: Principal, membership_id: int) -> None:
+    """Remove a person's role in the principal's project (project admins); never one's own."""
+    principal.require(Role.ADMIN)
+    membership = Membership.objects.filter(id=membership_id, tenant_id=principal.tenant_id, project_id=principal.project_id).first()
+    if membership is None or principal.project_id is None:
+        raise NotFound("No such membership in this project.")
+    if membership.user_id == principal.user_id:
+        raise ValidationFailed("You cannot remove your own role.", errors={"membership": ["that is you"]})
+    membership.delete()
 
 
 def apikey_create(*, user, tenant: Tenant, project: Project | None, access: str, participant_id: str | None = None, name: str = "") -> tuple[ApiKey, str]:

@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "facts",
     "retrieval",
     "approvals",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -182,7 +183,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+# People sign in to the dashboard (the admin has its own sign-in page for operators).
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:home"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

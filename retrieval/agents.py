@@ -299,14 +299,20 @@ class Context:
     tools: list[dict]
 
 
+def turn_run(turn: Turn, user_message: str) -> Run:
+    """The retrieval run of a turn: its person, conversation, project, agent and segment."""
+    run = Run(
+        principal=turn.principal, query=user_message, participant_id=turn.participant_id,
+        conversation_id=turn.conversation_id, project_id=turn.agent.project_id, who=turn.who,
+    )
+    run.agent_slug, run.segment = turn.agent.slug, turn.segment
+    return run
+
+
 def agent_context(*, turn: Turn, user_message: str) -> Context:
     """Run the agent's intents for this message and build what the model is sent."""
     agent = turn.agent
-    run = Run(
-        principal=turn.principal, query=user_message, participant_id=turn.participant_id,
-        conversation_id=turn.conversation_id, project_id=agent.project_id, who=turn.who,
-    )
-    run.agent_slug, run.segment = agent.slug, turn.segment
+    run = turn_run(turn, user_message)
     intents = [parse_intent(intent, i) for i, intent in enumerate(agent.retrieval)]
     fact_intents = [intent for intent in intents if intent.source == "facts"]
     result = facts_retrieve(run=run, intents=fact_intents) if fact_intents else Result()

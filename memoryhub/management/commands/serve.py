@@ -50,8 +50,8 @@ class Command(BaseCommand):
                 [
                     "",
                     "memoryhub is starting.",
-                    f"  Home:        {base}/  (the team dashboard is not built yet: the admin is)",
-                    f"  Admin:       {base}/admin/  (user {demo['username']!r}, password {demo['password']!r})",
+                    f"  Dashboard:   {base}/dashboard/  (user {demo['username']!r}, password {demo['password']!r})",
+                    f"  Admin:       {base}/admin/  (the same login; for operators, across tenants)",
                     f"  API docs:    {base}/v1/docs",
                     f"  Write key:   {demo['apiKey']}",
                     f"  Try:         curl -H 'Authorization: Bearer {demo['apiKey']}' {base}/v1/me",

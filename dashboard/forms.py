@@ -1,0 +1,108 @@
+"""The dashboard's forms: they read what a person typed; the services decide what it means."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django import forms
+from django.utils.dateparse import parse_datetime
+
+from approvals.models import ApprovalStatus
+from facts.models import Status, Trust
+from memoryhub.models import Access, Role
+
+SEARCH_MODES = [
+    ("", "Contains (browse every fact)"),
+    ("keyword", "Keyword, ranked (full text)"),
+    ("semantic", "Meaning, ranked (semantic)"),
+    ("both", "Both, ranked (hybrid)"),
+]
+
+
+class FactSearchForm(forms.Form):
+    """The facts browser: the filters of GET /v1/facts (same names), and a search mode."""
+
+    q = forms.CharField(required=False, label="Search", max_length=2000)
+    mode = forms.ChoiceField(required=False, choices=SEARCH_MODES, label="How")
+    type = forms.CharField(required=False, max_length=200, label="Type")
+    trust = forms.ChoiceField(required=False, choices=[("", "any")] + Trust.choices, label="Trust")
+    status = forms.ChoiceField(required=False, choices=Status.choices, label="Status")
+    participantId = forms.CharField(required=False, max_length=200, label="Participant")
+    namespace = forms.CharField(required=False, max_length=200, label="Namespace")
+
+    def ranked(self) -> bool:
+        return bool(self.cleaned_data.get("q", "").strip() and self.cleaned_data.get("mode"))
+
+
+class AsOfForm(forms.Form):
+    """A moment in the viewer's zone (the page's script fills `tz`); without it, UTC."""
+
+    at = forms.DateTimeField(label="As of", input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"], widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": 1}))
+    tz = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def moment(self) -> datetime:
+        at = self.cleaned_data["at"]
+        try:
+            zone = ZoneInfo(self.cleaned_data.get("tz") or "UTC")
+        except (ZoneInfoNotFoundError, ValueError):
+            zone = ZoneInfo("UTC")
+        # A form field under USE_TZ gives an aware time in the server's zone; the person meant theirs.
+        return at.replace(tzinfo=None).replace(tzinfo=zone)
+
+
+def parse_iso(value: str | None) -> datetime | None:
+    """An ISO 8601 time with a zone (links on the timeline carry one), else None."""
+    parsed = parse_datetime(value) if value else None
+    return parsed if parsed is not None and parsed.tzinfo is not None else None
+
+
+class DecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}), label="Note")
+
+
+class BulkDecisionForm(DecisionForm):
+    ids = forms.TypedMultipleChoiceField(choices=[], coerce=str, label="Approvals")
+
+    def __init__(self, *args, ids: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["ids"].choices = [(i, i) for i in ids]
+
+
+APPROVAL_STATUSES = [(ApprovalStatus.PENDING, "Pending"), (ApprovalStatus.APPROVED, "Approved"), (ApprovalStatus.REJECTED, "Rejected"), ("all", "All")]
+
+
+class PlaygroundForm(forms.Form):
+    message = forms.CharField(label="User message", max_length=32_000, strip=False, widget=forms.Textarea(attrs={"rows": 3}))
+    participant = forms.CharField(label="Participant", required=False, max_length=200, help_text="The end user the turn is for (participantId).")
+    conversation = forms.UUIDField(label="Conversation", required=False, help_text="Optional: a conversation of this agent (conversationId).")
+
+
+class BlockForm(forms.Form):
+    prompt = forms.CharField(required=False, max_length=4000, label="Prompt", help_text="Entries that match it are kept first when cut to a budget.")
+    budget = forms.IntegerField(required=False, min_value=50, max_value=100_000, label="Token budget", help_text="Empty: the whole block.")
+
+
+class ApiKeyForm(forms.Form):
+    name = forms.CharField(required=False, max_length=200, label="Name", help_text="What the key is for, e.g. support-bot production.")
+    user = forms.ChoiceField(label="Acts for", help_text="The key has this person's role here, capped by its access.")
+    access = forms.ChoiceField(choices=Access.choices, initial=Access.READ, label="Access")
+    participant_id = forms.CharField(required=False, max_length=200, label="Bound to participant", help_text="Optional: the key may then name only this end user.")
+
+    def __init__(self, *args, members: list[tuple[str, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["user"].choices = members
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(max_length=150, label="Username")
+    role = forms.ChoiceField(choices=Role.choices, label="Role in this project")
+
+
+class RetentionForm(forms.Form):
+    """Days until each kind of ended row is purged; empty keeps it forever."""
+
+    deleted_facts_days = forms.IntegerField(required=False, min_value=0, label="Deleted and rejected facts", help_text="Days after a fact is deleted or rejected.")
+    expired_facts_days = forms.IntegerField(required=False, min_value=0, label="Expired facts", help_text="Days after a fact's expiry.")
+    unregistered_conversations_days = forms.IntegerField(required=False, min_value=0, label="Unregistered conversations", help_text="Days after a conversation is unregistered.")
