@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from facts import views, workspace_views as ws
+from facts import markdown_views as mdv, profile_views as pv, views, workspace_views as ws
 
 urlpatterns = [
     path("facts", views.FactListView.as_view(), name="facts"),
@@ -20,4 +20,15 @@ urlpatterns = [
     path("workspaces/<str:namespace>/compactions", ws.CompactionsView.as_view(), name="workspace-compactions"),
     path("workspaces/<str:namespace>/tasks", ws.TasksView.as_view(), name="workspace-tasks"),
     path("workspaces/<str:namespace>/block", ws.BlockView.as_view(), name="workspace-block"),
+    # Keyed profile (seed 002, memory.json): one participant's keyed facts.
+    path("profiles/<str:participant_id>", pv.ProfileView.as_view(), name="profile"),
+    path("profiles/<str:participant_id>/keys", pv.ProfileKeysView.as_view(), name="profile-keys"),
+    path("profiles/<str:participant_id>/facts", pv.ProfileFactsView.as_view(), name="profile-facts"),
+    path("profiles/<str:participant_id>/facts/<path:key>", pv.ProfileFactView.as_view(), name="profile-fact"),
+    path("profiles/<str:participant_id>/relevant-keys", pv.RelevantKeysView.as_view(), name="profile-relevant-keys"),
+    path("profiles/<str:participant_id>/import", pv.ProfileImportView.as_view(), name="profile-import"),
+    # Markdown memory (seed 004): MEMORY.md and its topic files, out and back in.
+    path("markdown", mdv.MarkdownFolderView.as_view(), name="markdown"),
+    path("markdown/import", mdv.MarkdownImportView.as_view(), name="markdown-import"),
+    path("markdown/<str:name>", mdv.MarkdownFileView.as_view(), name="markdown-file"),
 ]

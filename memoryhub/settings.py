@@ -240,6 +240,16 @@ MEMORYHUB_EXACT_SCAN_BELOW = int(os.environ.get("MEMORYHUB_EXACT_SCAN_BELOW", "8
 # reads of a whole project or tenant before they are counted again.
 MEMORYHUB_BM25_STATS_TTL = int(os.environ.get("MEMORYHUB_BM25_STATS_TTL", "300"))
 
+# --- Keyed profiles: which keys a question is about (facts.profiles) -------------------------
+# Similarity a key needs; empty: the value calibrated for the local model (other models use
+# keywords only until this is set). An OpenAI-compatible chat endpoint (…/v1) may refine the
+# choice; empty: no LLM, the endpoint still answers.
+MEMORYHUB_PROFILE_MIN_SIMILARITY = float(os.environ["MEMORYHUB_PROFILE_MIN_SIMILARITY"]) if os.environ.get("MEMORYHUB_PROFILE_MIN_SIMILARITY") else None
+MEMORYHUB_PROFILE_LLM_URL = os.environ.get("MEMORYHUB_PROFILE_LLM_URL", "")
+MEMORYHUB_PROFILE_LLM_MODEL = os.environ.get("MEMORYHUB_PROFILE_LLM_MODEL", "")
+MEMORYHUB_PROFILE_LLM_API_KEY = os.environ.get("MEMORYHUB_PROFILE_LLM_API_KEY", "")
+MEMORYHUB_PROFILE_LLM_TIMEOUT = float(os.environ.get("MEMORYHUB_PROFILE_LLM_TIMEOUT", "10"))
+
 # --- API ------------------------------------------------------------------------------
 MEMORYHUB_MAX_BODY_BYTES = int(os.environ.get("MEMORYHUB_MAX_BODY_BYTES", str(8 * 1024 * 1024)))
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYHUB_MAX_BODY_BYTES

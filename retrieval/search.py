@@ -29,6 +29,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 
+from facts.markdown import LAYOUT_TYPE
 from facts.models import Fact
 from memoryhub.errors import ValidationFailed
 from memoryhub.selectors import project_search_config
@@ -172,6 +173,8 @@ def _conditions(run: Run, intent: Intent, params: dict) -> list[str] | None:
     conds = [
         "f.tenant_id = %(tenant)s",
         "f.status = 'active'",
+        # A Markdown folder's layout (headings, order) is structure, not something remembered.
+        f"f.type <> '{LAYOUT_TYPE}'",
         "(f.expires_at IS NULL OR f.expires_at > now())",
         "(f.valid_until IS NULL OR f.valid_until > now())",
     ]

@@ -25,7 +25,7 @@ class Endpoint:
     path: str  # with {fact} for the object under test
     methods: dict[str, dict | None] = field(default_factory=dict)  # method -> body
     writes: frozenset = frozenset({"post", "put", "patch", "delete"})
-    target: str = "fact"  # what {fact} names: "fact", "approval" (of a pending fact), "agent", "conversation", "participant" or "workspace"
+    target: str = "fact"  # what {fact} names: "fact", "approval" (of a pending fact), "agent", "conversation", "participant", "workspace" or "profile"
     expect: dict = field(default_factory=dict)  # caller -> statuses, where the general rule does not fit
 
     @property
@@ -35,6 +35,10 @@ class Endpoint:
 
 NOTE = {"type": "acme.note", "content": "isolation probe"}
 WORKSPACE_ELSEWHERE = {"other-project": {200, 201}, "other-tenant": {200, 201}, "other-participant": {200, 201}}
+PARTICIPANT_VIEW = {
+    "target": "profile", "writes": frozenset({"get", "post", "put"}),
+    "expect": {"other-project": {200, 201}, "other-tenant": {200, 201}, "other-participant": {403}},
+}
 ENDPOINTS = {
     "me": Endpoint("/v1/me", {"get": None}),
     "facts": Endpoint("/v1/facts", {"get": None, "post": NOTE}),
@@ -112,6 +116,21 @@ ENDPOINTS = {
         target="workspace", expect=WORKSPACE_ELSEWHERE,
     ),
     "workspace-block": Endpoint("/v1/workspaces/{fact}/block", {"get": None}, target="workspace", expect=WORKSPACE_ELSEWHERE),
+    # Profiles and markdown memory are a participant's facts: reading them takes the
+    # participant rule too (a read key is refused); another project or tenant reaches its
+    # own (empty) end-7, another participant's key is refused.
+    "profile": Endpoint("/v1/profiles/{fact}", {"get": None}, **PARTICIPANT_VIEW),
+    "profile-keys": Endpoint("/v1/profiles/{fact}/keys", {"get": None}, **PARTICIPANT_VIEW),
+    "profile-facts": Endpoint("/v1/profiles/{fact}/facts?keys=secret,probe", {"get": None}, **PARTICIPANT_VIEW),
+    "profile-fact": Endpoint("/v1/profiles/{fact}/facts/probe", {"put": {"value": "probe"}}, **PARTICIPANT_VIEW),
+    "profile-relevant-keys": Endpoint("/v1/profiles/{fact}/relevant-keys", {"post": {"question": "What is the secret?"}}, **PARTICIPANT_VIEW),
+    "profile-import": Endpoint("/v1/profiles/{fact}/import", {"post": {"memory": {"probe": "probe"}}}, **PARTICIPANT_VIEW),
+    "markdown": Endpoint("/v1/markdown?participantId={fact}", {"get": None}, **PARTICIPANT_VIEW),
+    "markdown-file": Endpoint("/v1/markdown/MEMORY.md?participantId={fact}", {"get": None}, **PARTICIPANT_VIEW),
+    "markdown-import": Endpoint(
+        "/v1/markdown/import?participantId={fact}", {"post": {"files": [{"name": "MEMORY.md", "text": "## User\n- [user] probe\n"}]}},
+        **PARTICIPANT_VIEW,
+    ),
 }
 ISO_AGENT = {
     "slug": "iso.desk",
@@ -168,6 +187,12 @@ def _target(world, caller: str, kind: str = "fact") -> str:
         saved = writer.post("/v1/workspaces/iso-ws/memory", {"key": "secret", "value": "owner's secret text"}, format="json")
         assert saved.status_code == 201, saved.content
         return "iso-ws"
+    if kind == "profile":  # the owner's end-7, with a secret in their profile and in their markdown memory
+        owner = world.client()
+        assert owner.put("/v1/profiles/end-7/facts/secret", {"value": "owner's secret text"}, format="json").status_code == 201
+        body = {"type": "memory.user", "content": "owner's secret text", "scope": {"participantId": "end-7"}}
+        assert owner.post("/v1/facts", body, format="json").status_code == 201
+        return "end-7"
     if kind == "participant":  # the owner's end-7, with a secret fact kept for them
         body = dict(NOTE, content="owner's secret text", scope={"participantId": "end-7"})
         assert world.client().post("/v1/facts", body, format="json").status_code == 201

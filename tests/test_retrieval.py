@@ -276,3 +276,13 @@ def test_light_and_heavy_participants_get_the_same_semantic_ranking(world, local
     assert {h["fact"]["id"] for h in hits} == set(ids)
     assert [h["ranks"]["semantic"] for h in hits] == [1, 2, 3, 4, 5]
     assert hits[0]["fact"]["id"] in (ids[0], ids[3])
+
+
+def test_a_markdown_folders_layout_is_never_retrieved(world):
+    """`memory.layout` facts keep a MEMORY.md folder's structure (facts/markdown.py): never agent memory."""
+    client = world.client()
+    kept = write(client, "layout of the folder", participant="end-7")
+    write(client, "layout of the folder", type="memory.layout", participant="end-7")
+    for mode in ("none", "keyword"):
+        body = retrieve(client, "layout folder", [{"scope": "same-user", "mode": mode}], participantId="end-7")
+        assert [h["fact"]["id"] for h in body["facts"]] == [kept["id"]], mode
