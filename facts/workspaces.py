@@ -62,7 +62,7 @@ def workspace(*, principal: Principal, namespace: str, project_id: Any = None) -
     """The namespace the request names; `projectId` is needed only by tenant-wide keys."""
     if problem := name_problem(namespace, "namespace"):
         raise ValidationFailed(problem, errors={"namespace": [problem]})
-    project = principal.project_for(project_id) if project_id else principal.project_id
+    project = principal.project_for(project_id) if project_id is not None else principal.project_id
     if project is None:
         message = "Working memory lives in a project: this key is tenant-wide, so pass projectId."
         raise ValidationFailed(message, errors={"projectId": [message]})
@@ -422,69 +422,6 @@ def turn_summary(saved: list[tuple[Fact, str]], key_of: dict[str, str]) -> list[
 
 # --- tool definitions ---------------------------------------------------------------------------------
 
-_KEY = {"type": "string", "minLength": 1, "maxLength": 200, "description": "Short and descriptive, e.g. project_name, tool:build, error:login."}
-
-
-def working_memory_tools() -> list[dict]:
-    """The memory_* tools (seed 000) as JSON Schema definitions, in the same shape as memory_remember.
-
-    Each maps onto one call of /v1/workspaces/{ns}/...: the agent runtime fills in the
-    namespace (e.g. its encoded working directory), the model only the arguments.
-    """
-    return [
-        {
-            "name": "memory_save",
-            "description": "Save a fact with a key and value. Keys should be short and descriptive. Saving an existing key "
-                           "updates it. The type is inferred from the key (prompt, progress, result, status, decision, error, ...).",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "key": _KEY,
-                    "value": {"type": "string", "description": "What to remember, in plain words."},
-                    "type": {"type": "string", "enum": list(memory_block.TYPES), "description": "Optional: overrides the type inferred from the key."},
-                    "references": {"type": "array", "items": {"type": "string"}, "maxItems": 100, "description": "Optional: keys of entries this one derives from."},
-                },
-                "required": ["key", "value"],
-                "additionalProperties": False,
-            },
-        },
-        {
-            "name": "memory_search",
-            "description": "Search entries by key or value (case-insensitive substring match).",
-            "parameters": {
-                "type": "object",
-                "properties": {"query": {"type": "string", "description": "Text to look for in keys and values."}},
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-        },
-        {
-            "name": "memory_delete",
-            "description": "Remove an entry by key.",
-            "parameters": {"type": "object", "properties": {"key": _KEY}, "required": ["key"], "additionalProperties": False},
-        },
-        {
-            "name": "memory_list",
-            "description": "List all stored keys (use memory_search to find content).",
-            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
-        },
-        {
-            "name": "memory_query",
-            "description": (
-                "Run a relational query over memory (key, value, namespace, type, references, createdAt, updatedAt), "
-                "tool_calls (name, args, result, timestamp; the newest 200) and tasks (id, desc, status, rounds, note), "
-                'in expr-lang: filter(memory, .type == "error"), map(memory, {key: .key, value: .value}), '
-                'join(tool_calls, memory, "name", "key") (fields prefixed left_/right_), union(a, b). '
-                "Returns rows (at most limit), count and truncated."
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "The expression."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": memory_query.MAX_LIMIT, "default": memory_query.DEFAULT_LIMIT},
-                },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-        },
-    ]
+# The definitions live with the other tool definitions, in a module that imports no Django,
+# so the `memoryhub mcp` stdio server and client-side agent loops offer the same ones.
+from memoryhub.tool_formats import working_memory_tools  # noqa: E402,F401

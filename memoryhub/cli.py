@@ -8,11 +8,18 @@
     memoryhub facts delete ID
     memoryhub facts revisions ID
     memoryhub facts batch --input=@facts.json
+    memoryhub profiles import memory.json --participant end-7 [--replace]
+    memoryhub profiles export --participant end-7 [--output memory.json]
+    memoryhub markdown export --dir .agents/memory [--participant end-7]
+    memoryhub markdown import --dir .agents/memory [--participant end-7]
+    memoryhub markdown lint --dir .agents/memory
+    memoryhub mcp [--agent SLUG] [--namespace NS] [--participant-id ID]   (an MCP server on stdio)
 
 The server and key come from MEMORYHUB_URL (default http://127.0.0.1:8000) and
 MEMORYHUB_API_KEY, or --url / --api-key. `--input` takes `@file`, `-` (stdin) or inline
 JSON. Results print as JSON on stdout. Errors print the problem's code and detail on
-stderr and exit 1 (API errors) or 2 (usage). Imports nothing from Django, so it starts fast.
+stderr and exit 1 (API errors) or 2 (usage); `markdown lint` exits 1 when it finds
+problems (it needs no server). Imports nothing from Django, so it starts fast.
 """
 
 from __future__ import annotations
@@ -108,7 +115,119 @@ def _build_parser() -> argparse.ArgumentParser:
         ("revisions", "every revision of a fact, oldest first"),
     ]:
         facts.add_parser(name, help=text).add_argument("id")
+
+    profiles = groups.add_parser("profiles", help="a participant's keyed profile: memory.json in and out").add_subparsers(
+        dest="command", metavar="SUBCOMMAND", required=True
+    )
+    p = profiles.add_parser("import", help="import a memory.json file (new keys; changed values become next revisions)")
+    p.add_argument("file", help="the memory.json file, or - for stdin")
+    p.add_argument("--participant", required=True, metavar="ID", help="whose profile")
+    p.add_argument("--replace", action="store_true", help="also end the keys the file does not have")
+    p = profiles.add_parser("export", help="the profile as memory.json, on stdout or into --output")
+    p.add_argument("--participant", required=True, metavar="ID", help="whose profile")
+    p.add_argument("--output", metavar="FILE", help="write memory.json here instead of printing it")
+
+    markdown = groups.add_parser("markdown", help="MEMORY.md and its topic files, in and out of a folder").add_subparsers(
+        dest="command", metavar="SUBCOMMAND", required=True
+    )
+    for name, text in [
+        ("export", "write MEMORY.md and the topic files into DIR (other files there are left alone)"),
+        ("import", "read DIR's MEMORY.md and topic files back into facts (importing twice changes nothing)"),
+    ]:
+        p = markdown.add_parser(name, help=text)
+        p.add_argument("--dir", required=True, help="the memory folder, e.g. .agents/memory")
+        p.add_argument("--participant", metavar="ID", help="whose memory (default: the project's own)")
+    p = markdown.add_parser("lint", help="check DIR: index length, entry length, format; suggests merges and archiving (reads only)")
+    p.add_argument("--dir", required=True, help="the memory folder, e.g. .agents/memory")
+
+    p = groups.add_parser("mcp", help="serve memoryhub's tools to an MCP host over stdio (docs/mcp.md)")
+    p.add_argument("--agent", help="agent slug for memory_context and memory_remember (default: $MEMORYHUB_AGENT)")
+    p.add_argument("--namespace", help="working-memory namespace (default: $MEMORYHUB_NAMESPACE, else 'default')")
+    p.add_argument("--participant-id", help="the end user the calls are for (default: $MEMORYHUB_PARTICIPANT_ID, else the key's)")
+    p.add_argument("--conversation-id", help="the conversation the calls belong to (default: $MEMORYHUB_CONVERSATION_ID)")
+    p.add_argument("--project-id", help="for a tenant-wide key: the project (default: $MEMORYHUB_PROJECT_ID)")
     return parser
+
+
+def _serve_mcp(hub: Any, args: argparse.Namespace) -> None:
+    """`memoryhub mcp`: stdout carries the protocol from here on; nothing else may print there."""
+    from memoryhub.mcp_tools import Binding, serve_stdio
+
+    binding = Binding.from_env(
+        agent=args.agent, namespace=args.namespace, participant_id=args.participant_id,
+        conversation_id=args.conversation_id, project_id=args.project_id,
+    )
+    serve_stdio(hub, binding)
+
+
+def _read_folder(directory: str) -> dict[str, str]:
+    """MEMORY.md and the topic files of a memory folder (not archive/), as they are on disk."""
+    import os
+
+    if not os.path.isdir(directory):
+        raise UsageError(f"--dir: {directory!r} is not a folder")
+    files = {}
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name.endswith(".md") and os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8", newline="") as handle:
+                    files[name] = handle.read()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageError(f"--dir: cannot read {name}: {exc}") from None
+    if not files:
+        raise UsageError(f"--dir: no .md files in {directory!r}")
+    return files
+
+
+def _write_folder(directory: str, files: dict[str, str]) -> list[str]:
+    import os
+
+    os.makedirs(directory, exist_ok=True)
+    for name, text in files.items():
+        if os.sep in name or (os.altsep and os.altsep in name) or name.startswith("."):
+            raise UsageError(f"the server sent an unsafe file name {name!r}")  # pragma: no cover (server names are checked)
+        with open(os.path.join(directory, name), "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+    return list(files)
+
+
+def _dump(memory: Any) -> str:
+    """memory.json as export writes it (and as this CLI prints JSON)."""
+    return json.dumps(memory, indent=2, ensure_ascii=False) + "\n"
+
+
+def _local(args: argparse.Namespace) -> Any:
+    """What a command reads from disk, read before the key and the network."""
+    if args.group == "profiles" and args.command == "import":
+        memory = _read_input(args.file if args.file == "-" else "@" + args.file, "FILE")
+        if not isinstance(memory, dict):
+            raise UsageError("FILE: a memory.json file holds one JSON object of key: value")
+        return memory
+    if args.group == "markdown":
+        return _read_folder(args.dir) if args.command in ("import", "lint") else None
+    return None
+
+
+def _profiles(hub: Any, args: argparse.Namespace, memory: Any) -> Any:
+    if args.command == "import":
+        return hub.profile_import(args.participant, memory, replace=args.replace)
+    exported = hub.profile_memory(args.participant)
+    if args.output is None:
+        return exported
+    try:
+        with open(args.output, "w", encoding="utf-8", newline="") as handle:
+            handle.write(_dump(exported))
+    except OSError as exc:
+        raise UsageError(f"--output: cannot write {args.output!r}: {exc.strerror or exc}") from None
+    return {"participantId": args.participant, "file": args.output, "keys": len(exported)}
+
+
+def _markdown(hub: Any, args: argparse.Namespace, files: Any) -> Any:
+    if args.command == "import":
+        return hub.markdown_import(files, participant_id=args.participant) | {"dir": args.dir}
+    written = _write_folder(args.dir, hub.markdown_export(participant_id=args.participant))
+    return {"dir": args.dir, "participantId": args.participant, "files": written}
 
 
 def _run(args: argparse.Namespace) -> Any:
@@ -116,10 +235,23 @@ def _run(args: argparse.Namespace) -> Any:
 
     # Read and check the input before the key and the network, so usage errors come first.
     payload = _read_input(args.input) if getattr(args, "input", None) is not None else None
+    local = _local(args)
+    if args.group == "markdown" and args.command == "lint":
+        from facts.markdown import lint  # pure: no server, no Django
+
+        report = lint(local)
+        args.exit_code = EXIT_OK if report["ok"] else EXIT_API
+        return report | {"dir": args.dir}
 
     with MemoryHub(url=args.url, api_key=args.api_key, timeout=args.timeout) as hub:
+        if args.group == "mcp":
+            return _serve_mcp(hub, args)
         if args.group == "me":
             return hub.me()
+        if args.group == "profiles":
+            return _profiles(hub, args, local)
+        if args.group == "markdown":
+            return _markdown(hub, args, local)
         command = args.command
         if command == "write":
             if not isinstance(payload, dict):
@@ -199,11 +331,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("memoryhub: interrupted\n")
         return 130
+    if args.group == "mcp":  # the host closed the session: stdout was the protocol's
+        return EXIT_OK
     try:
         _print_json(result)
     except BrokenPipeError:  # `memoryhub facts list | head`
         sys.stderr.close()
-    return EXIT_OK
+    return getattr(args, "exit_code", EXIT_OK)
 
 
 if __name__ == "__main__":

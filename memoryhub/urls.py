@@ -1,11 +1,11 @@
-"""URL configuration: the /v1 API, its schema and docs, health probes, the admin."""
+"""URL configuration: the /v1 API, its schema and docs, health probes, the dashboard, the admin."""
 
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from memoryhub import participant_views, views
+from dashboard import views as dashboard_views
+from memoryhub import mcp_http, participant_views, views
 
 api_v1 = [
     path("me", views.MeView.as_view(), name="me"),
@@ -19,10 +19,12 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("", TemplateView.as_view(template_name="home.html"), name="home"),
+    path("", dashboard_views.start, name="home"),
+    path("dashboard/", include("dashboard.urls")),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("v1/", include(api_v1)),
+    path("mcp", mcp_http.McpView.as_view(), name="mcp"),  # MCP streamable HTTP (stateless JSON), same keys as /v1
     path("admin/", admin.site.urls),
 ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework import status as http
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 
 from facts.serializers import StrictSerializer, fact_to_dict
@@ -13,6 +14,7 @@ from memoryhub.api import ApiView, iso_time
 from memoryhub.errors import ValidationFailed
 from memoryhub.models import Role
 from memoryhub.pagination import paginate
+from memoryhub.tool_formats import FORMATS, to_format
 from retrieval import agents
 from retrieval.serializers import FactHitSerializer, WarningSerializer
 
@@ -142,22 +144,42 @@ class AgentContextView(ApiView):
         agent = agents.agent_get(principal=self.principal, project_id=data.get("projectId"), slug=slug)
         turn = agents.Turn.start(principal=self.principal, agent=agent, participant_id=data.get("participantId"), conversation_id=data.get("conversationId"))
         context = agents.agent_context(turn=turn, user_message=data["userMessage"])
-        return Response({
-            "messages": context.messages,
-            "facts": [{"fact": fact_to_dict(h.fact), "ranks": h.ranks, "score": h.score, "intent": h.intent.as_dict()} for h in context.hits],
-            "recalled": context.recalled,
-            "warnings": context.warnings,
-            "tools": context.tools,
-        })
+        return Response(context_to_dict(context))
+
+
+def context_to_dict(context: agents.Context) -> dict:
+    """The context as the API returns it (also the MCP tool memory_context's structured result)."""
+    return {
+        "messages": context.messages,
+        "facts": [{"fact": fact_to_dict(h.fact), "ranks": h.ranks, "score": h.score, "intent": h.intent.as_dict()} for h in context.hits],
+        "recalled": context.recalled,
+        "warnings": context.warnings,
+        "tools": context.tools,
+    }
+
+
+class JsonOnlyNegotiation(BaseContentNegotiation):
+    """Always JSON: here `?format=` names a tool format (openai, anthropic, mcp), not a DRF renderer."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
 
 
 class AgentToolsView(ApiView):
+    content_negotiation_class = JsonOnlyNegotiation
+
     @extend_schema(
         operation_id="agents_tools",
         parameters=[
             OpenApiParameter("participantId", str, required=False), OpenApiParameter("conversationId", str, required=False), PROJECT_PARAM,
             OpenApiParameter("include", str, required=False, description="`working-memory`: add memory_save, memory_search, "
                              "memory_delete, memory_list and memory_query (served at /v1/workspaces/{ns}/...)"),
+            OpenApiParameter("format", str, required=False, enum=list(FORMATS), description="the definitions in a vendor's "
+                             "shape: `openai` {type: function, function: {name, description, parameters}}, `anthropic` "
+                             "{name, description, input_schema}, `mcp` {name, description, inputSchema}; default {name, description, parameters}"),
         ],
         responses=inline_serializer("AgentTools", {"tools": serializers.ListField(child=serializers.DictField())}),
     )
@@ -172,7 +194,10 @@ class AgentToolsView(ApiView):
             raise ValidationFailed("include takes: working-memory", errors={"include": ["one of: working-memory"]})
         if "working-memory" in include:
             tools += working_memory_tools()
-        return Response({"tools": tools})
+        fmt = params.get("format") or None
+        if fmt is not None and fmt not in FORMATS:
+            raise ValidationFailed(f"format takes: {', '.join(FORMATS)}", errors={"format": [f"one of: {', '.join(FORMATS)}"]})
+        return Response({"tools": to_format(tools, fmt)})
 
 
 class RememberInSerializer(StrictSerializer):
