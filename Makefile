@@ -5,11 +5,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint bench clean help
+.PHONY: run test install lint bench audit reliability clean help
 
 help:
 	@echo "make run    serve memoryhub on http://127.0.0.1:$${PORT:-8000} (embedded PostgreSQL, no settings)"
 	@echo "make test   run the whole test suite"
+	@echo "make audit  pip-audit: known vulnerabilities in the installed packages"
+	@echo "make reliability  the guarantees of docs/reliability.md, with the larger schemathesis run"
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "memoryhub needs Python >= 3.12 (pyenv install 3.12)"; exit 1; }
@@ -30,6 +32,21 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	@echo "see bench/README.md"
+
+# Known vulnerabilities (PyPI's advisory data) in what is installed; memoryhub itself is skipped (not on PyPI).
+audit: $(STAMP)
+	$(PY) -m pip_audit --local --skip-editable --progress-spinner off
+
+# docs/reliability.md: every guarantee's test, schemathesis with 100 examples per operation
+# at three seeds, then the 5-minute load (bench/load.py; needs `pip install -e '.[bench]'`).
+RELIABILITY_TESTS := tests/test_isolation.py tests/test_retrieval_probes.py tests/test_facts_concurrency.py \
+	tests/test_idempotency.py tests/test_facts_property.py tests/test_revision_immutability.py \
+	tests/test_database_outage.py tests/test_worker.py tests/test_hardening.py tests/test_schemathesis.py
+reliability: $(STAMP)
+	$(PY) -m pytest $(RELIABILITY_TESTS) $(PYTEST_ARGS)
+	for seed in 1 2 3; do SCHEMATHESIS_SEED=$$seed SCHEMATHESIS_MAX_EXAMPLES=100 $(PY) -m pytest tests/test_schemathesis.py -k finds_nothing || exit 1; done
+	$(PY) bench/load.py
+	$(MAKE) audit
 
 clean:
 	rm -rf $(VENV) staticfiles .pytest_cache

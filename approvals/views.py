@@ -15,10 +15,12 @@ from approvals.serializers import (
 )
 from memoryhub.api import ApiView
 from memoryhub.pagination import paginate
+from memoryhub.schema import limit_type
 
 
 def _note(request) -> str | None:
-    serializer = ApprovalDecisionInSerializer(data=request.data if request.data is not None else {})
+    # No body is no note; a JSON `null` body is not an object, and is refused like any other.
+    serializer = ApprovalDecisionInSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data.get("note")
 
@@ -29,7 +31,7 @@ class ApprovalListView(ApiView):
         parameters=[
             OpenApiParameter("status", str, required=False, enum=ApprovalStatus.values, description="default pending"),
             OpenApiParameter("cursor", str, required=False),
-            OpenApiParameter("limit", int, required=False, description="1 to 500, default 50"),
+            OpenApiParameter("limit", limit_type(500), required=False, description="1 to 500, default 50"),
         ],
         responses=ApprovalPageSerializer,
     )

@@ -46,7 +46,7 @@ class _MarkdownView(TextOrJsonView):
         return markdown_memory.folder(
             principal=self.principal,
             participant_id=body.get("participantId") or params.get("participantId") or None,
-            project_id=body.get("projectId") or params.get("projectId") or None,
+            project_id=body["projectId"] if body.get("projectId") is not None else params.get("projectId") or None,
         )
 
 

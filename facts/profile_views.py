@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import renderers, serializers
 from rest_framework import status as http
 from rest_framework.response import Response
 
 from facts import profiles
+from facts.serializers import StrictSerializer
 from memoryhub.api import ApiView
 from memoryhub.errors import ValidationFailed
 
@@ -71,7 +72,8 @@ class _ProfileView(TextOrJsonView):
     def scope(self, request, participant_id: str, project_id=None) -> profiles.Profile:
         return profiles.profile(
             principal=self.principal, participant_id=participant_id,
-            project_id=project_id or request.query_params.get("projectId") or None,
+            # A body's projectId (even "") is what it says; the query's empty one is "not given".
+            project_id=project_id if project_id is not None else request.query_params.get("projectId") or None,
         )
 
 
@@ -122,10 +124,27 @@ class ProfileFactsView(_ProfileView):
         return reply(request, {"facts": found}, profiles.format_facts(found))
 
 
+# Request shapes for the schema (the views check bodies themselves, with these rules).
+@extend_schema_field({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]})
+class KeysField(serializers.JSONField):
+    """Keys to choose from: "a, b" or ["a", "b"]."""
+
+
+
+class ProfileSaveInSerializer(StrictSerializer):
+    value = serializers.JSONField(help_text="a string (any JSON value but null is kept as it is)")
+
+
+class ProfileImportInSerializer(StrictSerializer):
+    memory = serializers.DictField(child=serializers.JSONField(), help_text="a memory.json object: key -> value")
+    replace = serializers.BooleanField(required=False, default=False, help_text="also end the keys the file lacks")
+    projectId = serializers.UUIDField(required=False, allow_null=True)
+
+
 class ProfileFactView(_ProfileView):
     @extend_schema(
         operation_id="profiles_save_fact", parameters=[PROJECT],
-        request=inline_serializer("ProfileSaveIn", {"value": serializers.JSONField(help_text="a string (any JSON value but null is kept as it is)")}),
+        request=ProfileSaveInSerializer,
         responses={
             (201, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description='"Saved: key = value" (a new key)'),
             (200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description='"Saved: key = value" (its next revision, or unchanged)'),
@@ -154,7 +173,7 @@ class RelevantKeysView(_ProfileView):
         operation_id="profiles_select_relevant_keys", parameters=[PROJECT],
         request=inline_serializer("RelevantKeysIn", {
             "question": serializers.CharField(),
-            "keys": serializers.JSONField(required=False, help_text='the keys to choose from ("a, b" or a list); default: all'),
+            "keys": KeysField(required=False, allow_null=True, help_text='the keys to choose from ("a, b" or a list); default: all'),
         }),
         responses=_text_response("`select_relevant_keys`: the relevant keys, comma-separated; empty when none is relevant.",
                                  inline_serializer("RelevantKeys", {
@@ -178,10 +197,7 @@ class RelevantKeysView(_ProfileView):
 class ProfileImportView(_ProfileView):
     @extend_schema(
         operation_id="profiles_import", parameters=[PROJECT],
-        request=inline_serializer("ProfileImportIn", {
-            "memory": serializers.DictField(help_text="a memory.json object: key -> value"),
-            "replace": serializers.BooleanField(required=False, default=False, help_text="also end the keys the file lacks"),
-        }),
+        request=ProfileImportInSerializer,
         responses=inline_serializer("ProfileImported", {
             name: serializers.ListField(child=serializers.CharField()) for name in ("created", "updated", "unchanged", "removed")
         }),

@@ -10,6 +10,7 @@ from facts.models import Fact, FactRevision
 from facts.selectors import effective_status
 from facts.services import UNSET, FactInput
 from memoryhub.api import iso_time
+from memoryhub.schema import NameField
 
 SERVER_SET = {
     "id": "id is given by the server",
@@ -35,10 +36,13 @@ class StrictSerializer(serializers.Serializer):
     def to_internal_value(self, data):
         if isinstance(data, dict):
             errors = {}
-            for name in data:
-                if name in self.fields:
-                    continue
-                errors[name] = [SERVER_SET.get(name, f"{name} is not a field here")]
+            for name, value in data.items():
+                field = self.fields.get(name)
+                if field is None:
+                    errors[name] = [SERVER_SET.get(name, f"{name} is not a field here")]
+                elif isinstance(field, serializers.CharField) and value is not None and not isinstance(value, str):
+                    # DRF's CharField turns 7 into "7"; the schema says string, so a number is refused.
+                    errors[name] = [f"{name} must be a string"]
             if errors:
                 raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
@@ -56,12 +60,14 @@ class SubjectSerializer(StrictSerializer):
 
 
 class FactInSerializer(StrictSerializer):
-    type = serializers.CharField(max_length=200, trim_whitespace=False)
+    type = NameField(max_length=200, trim_whitespace=False)
     content = serializers.JSONField()
-    key = serializers.CharField(required=False, allow_null=True, max_length=200, trim_whitespace=False)
-    namespace = serializers.CharField(required=False, allow_null=True, max_length=200, trim_whitespace=False)
+    key = NameField(required=False, allow_null=True, max_length=200, trim_whitespace=False)
+    namespace = NameField(required=False, allow_null=True, max_length=200, trim_whitespace=False)
     scope = ScopeInSerializer(required=False)
-    subjects = SubjectSerializer(many=True, required=False, allow_null=True)
+    # The list may be null (the default subjects), its items may not: `many=True` would pass
+    # allow_null to each item too, and `[null]` then reached the service as a subject.
+    subjects = serializers.ListField(child=SubjectSerializer(), required=False, allow_null=True)
     references = serializers.ListField(child=serializers.UUIDField(), required=False, max_length=100)
     expiresAt = serializers.DateTimeField(required=False, allow_null=True)
     validFrom = serializers.DateTimeField(required=False, allow_null=True)
@@ -186,6 +192,14 @@ class RevisionOutSerializer(FactOutSerializer):
     supersededAt = serializers.DateTimeField(allow_null=True)
     invalidationReason = serializers.ChoiceField(choices=["superseded", "deleted", "erased", "expired"], allow_null=True)
     invalidatedBy = AttributionSerializer(allow_null=True)
+
+
+class FactOrRevisionOutSerializer(FactOutSerializer):
+    """GET /v1/facts/{id}: the fact; with ?revision= or ?asOf= one of its revisions, which adds these."""
+
+    supersededAt = serializers.DateTimeField(allow_null=True, required=False)
+    invalidationReason = serializers.ChoiceField(choices=["superseded", "deleted", "erased", "expired"], allow_null=True, required=False)
+    invalidatedBy = AttributionSerializer(allow_null=True, required=False)
 
 
 class FactPageSerializer(serializers.Serializer):

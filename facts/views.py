@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC
+
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status as http
 from rest_framework.response import Response
 
 from facts import selectors, services
 from facts.filters import FactFilter
+from facts.models import Status, Trust
 from facts.serializers import (
     FactBatchInSerializer,
     FactBatchOutSerializer,
     FactInSerializer,
+    FactOrRevisionOutSerializer,
     FactOutSerializer,
     FactPageSerializer,
     RevisionListSerializer,
-    RevisionOutSerializer,
     SupersedeInSerializer,
     fact_input,
     fact_to_dict,
@@ -25,11 +30,16 @@ from facts.serializers import (
 from memoryhub.api import ApiView
 from memoryhub.errors import PreconditionRequired, ValidationFailed
 from memoryhub.pagination import paginate
+from memoryhub.schema import limit_type
 
 LIST_PARAMS = [
-    OpenApiParameter(name, str, required=False)
-    for name in ["type", "participantId", "conversationId", "key", "namespace", "trust", "status", "q", "cursor"]
-] + [OpenApiParameter("limit", int, required=False, description="1 to 500, default 50")]
+    OpenApiParameter(name, str, required=False) for name in ["type", "participantId", "key", "namespace", "q", "cursor"]
+] + [
+    OpenApiParameter("conversationId", OpenApiTypes.UUID, required=False),
+    OpenApiParameter("trust", str, required=False, enum=Trust.values),
+    OpenApiParameter("status", str, required=False, enum=Status.values, description="default active"),
+    OpenApiParameter("limit", limit_type(500), required=False, description="1 to 500, default 50"),
+]
 
 
 def _valid(serializer_class, data):
@@ -43,6 +53,11 @@ class FactListView(ApiView):
     def get(self, request):
         params = request.query_params
         self.principal.require_participant(params.get("participantId") or None)
+        if conversation := params.get("conversationId"):
+            try:  # the filter would strip control characters and read "\x1c" as no filter at all
+                uuid.UUID(conversation)
+            except ValueError:
+                raise ValidationFailed("conversationId must be a uuid", errors={"conversationId": ["a uuid"]}) from None
         filterset = FactFilter(params, queryset=selectors.facts_list(principal=self.principal, status=params.get("status") or "active"))
         if not filterset.is_valid():
             errors = {name: [str(m) for m in messages] for name, messages in filterset.errors.items()}
@@ -70,10 +85,10 @@ class FactDetailView(ApiView):
     @extend_schema(
         operation_id="facts_get",
         parameters=[
-            OpenApiParameter("revision", int, required=False, description="an earlier version"),
-            OpenApiParameter("asOf", str, required=False, description="the revision current at this time (ISO 8601)"),
+            OpenApiParameter("revision", {"type": "integer", "minimum": 1}, required=False, description="an earlier version"),
+            OpenApiParameter("asOf", OpenApiTypes.DATETIME, required=False, description="the revision current at this time (ISO 8601)"),
         ],
-        responses=RevisionOutSerializer,
+        responses=FactOrRevisionOutSerializer,
     )
     def get(self, request, fact_id):
         params = request.query_params
@@ -89,8 +104,13 @@ class FactDetailView(ApiView):
             fact, revision = selectors.fact_revision(principal=self.principal, fact_id=fact_id, version=version)
             return Response(revision_to_dict(revision, fact))
         if raw := params.get("asOf"):
-            at = parse_datetime(raw)
-            if at is None or at.tzinfo is None:
+            try:
+                at = parse_datetime(raw)
+                # In UTC: PostgreSQL refuses offsets beyond ±15:59, which ISO 8601 allows.
+                at = at.astimezone(UTC) if at is not None and at.tzinfo is not None else None
+            except (ValueError, OverflowError):
+                at = None
+            if at is None:
                 raise ValidationFailed("asOf must be an ISO 8601 time with a zone, e.g. 2026-10-01T00:00:00Z.", errors={"asOf": ["ISO 8601 with zone"]})
             fact, revision = selectors.fact_as_of(principal=self.principal, fact_id=fact_id, at=at)
             return Response(revision_to_dict(revision, fact))
@@ -106,7 +126,8 @@ class FactSupersedeView(ApiView):
     @extend_schema(
         operation_id="facts_supersede",
         request=SupersedeInSerializer,
-        parameters=[OpenApiParameter("If-Match", str, OpenApiParameter.HEADER, required=False, description='"N": the version you read')],
+        parameters=[OpenApiParameter("If-Match", {"type": "string", "pattern": r'^\s*(W/)?"?[0-9]+"?\s*$'}, OpenApiParameter.HEADER,
+                                     required=False, description='"N": the version you read')],
         responses=FactOutSerializer,
     )
     def post(self, request, fact_id):

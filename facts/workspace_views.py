@@ -14,9 +14,11 @@ from rest_framework import renderers, serializers
 from rest_framework import status as http
 from rest_framework.response import Response
 
-from facts import workspaces
+from facts import memory_block, workspaces
+from facts.serializers import StrictSerializer
 from memoryhub.api import ApiView
 from memoryhub.errors import ValidationFailed
+from memoryhub.schema import NameField
 
 PROJECT = OpenApiParameter("projectId", str, required=False, description="for tenant-wide keys: the workspace's project")
 TEXT = "text/plain; charset=utf-8"
@@ -58,7 +60,7 @@ class MemoryDeletedSerializer(serializers.Serializer):
 
 class MemoryQueryInSerializer(serializers.Serializer):
     query = serializers.CharField(help_text='expr-lang, e.g. filter(memory, .type == "error")')
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, help_text="default 50")
+    limit = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=500, help_text="default 50")
 
 
 class MemoryQueryOutSerializer(serializers.Serializer):
@@ -69,14 +71,14 @@ class MemoryQueryOutSerializer(serializers.Serializer):
 
 class ToolCallInSerializer(serializers.Serializer):
     name = serializers.CharField()
-    args = serializers.JSONField(required=False)
-    result = serializers.JSONField(required=False)
+    args = serializers.JSONField(required=False, allow_null=True)
+    result = serializers.JSONField(required=False, allow_null=True)
 
 
 class TurnInSerializer(serializers.Serializer):
-    assistantText = serializers.CharField(required=False, allow_null=True)
-    toolCalls = ToolCallInSerializer(many=True, required=False)
-    thinking = serializers.CharField(required=False, allow_null=True)
+    assistantText = serializers.CharField(required=False, allow_null=True, allow_blank=True)
+    toolCalls = serializers.ListField(child=ToolCallInSerializer(), required=False, allow_null=True)
+    thinking = serializers.CharField(required=False, allow_null=True, allow_blank=True)
 
 
 class CapturedEntrySerializer(MemoryEntrySerializer):
@@ -87,6 +89,24 @@ class CapturedSerializer(serializers.Serializer):
     saved = CapturedEntrySerializer(many=True)
     pruned = serializers.ListField(child=serializers.CharField())
     toolCallsRecorded = serializers.IntegerField(required=False)
+
+
+class TaskInSerializer(StrictSerializer):
+    """A task as `PUT .../tasks` takes it (facts.workspaces.tasks_put): only `id` is needed."""
+
+    id = serializers.CharField(max_length=4000)
+    desc = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+    status = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+    rounds = serializers.IntegerField(required=False, min_value=0)
+    note = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+
+
+class MemorySaveInSerializer(StrictSerializer):
+    key = NameField()
+    value = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    type = serializers.ChoiceField(choices=list(memory_block.TYPES), required=False, allow_null=True, help_text="inferred from the key when left out")
+    references = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False, allow_null=True, help_text="keys of other entries")
+    projectId = serializers.UUIDField(required=False, allow_null=True)
 
 
 class TaskSerializer(serializers.Serializer):
@@ -131,7 +151,8 @@ class _WorkspaceView(ApiView):
     def space(self, request, namespace: str, project_id=None) -> workspaces.Space:
         return workspaces.workspace(
             principal=self.principal, namespace=namespace,
-            project_id=project_id or request.query_params.get("projectId") or None,
+            # A body's projectId (even "") is what it says; the query's empty one is "not given".
+            project_id=project_id if project_id is not None else request.query_params.get("projectId") or None,
         )
 
 
@@ -148,12 +169,7 @@ class MemoryView(_WorkspaceView):
 
     @extend_schema(
         operation_id="memory_save", parameters=[PROJECT],
-        request=inline_serializer("MemorySaveIn", {
-            "key": serializers.CharField(), "value": serializers.CharField(),
-            "type": serializers.CharField(required=False, help_text="inferred from the key when left out"),
-            "references": serializers.ListField(child=serializers.CharField(), required=False, help_text="keys of other entries"),
-            "projectId": serializers.UUIDField(required=False),
-        }),
+        request=MemorySaveInSerializer,
         responses={201: MemorySavedSerializer, 200: MemorySavedSerializer},
         description="`memory_save`: creates the entry (201) or writes its next revision (200).",
     )
@@ -178,13 +194,13 @@ class MemoryKeysView(_WorkspaceView):
         keys, text = workspaces.memory_keys(space=self.space(request, namespace))
         return _reply(request, {"keys": keys}, text)
 
-    @extend_schema(operation_id="memory_delete_keys", parameters=[PROJECT], responses=MemoryDeletedSerializer, description="`memory_delete` of the entry whose key is `keys`.")
+    @extend_schema(operation_id="memory_delete_keys", parameters=[PROJECT], responses={200: MemoryDeletedSerializer}, description="`memory_delete` of the entry whose key is `keys`.")
     def delete(self, request, namespace: str):
         return _remove(self, request, namespace, "keys")
 
 
 class MemoryEntryView(_WorkspaceView):
-    @extend_schema(operation_id="memory_delete", parameters=[PROJECT], responses=MemoryDeletedSerializer, description="`memory_delete`: removes the entry (404 when there is none).")
+    @extend_schema(operation_id="memory_delete", parameters=[PROJECT], responses={200: MemoryDeletedSerializer}, description="`memory_delete`: removes the entry (404 when there is none).")
     def delete(self, request, namespace: str, key: str):
         return _remove(self, request, namespace, key)
 
@@ -245,7 +261,7 @@ class TasksView(_WorkspaceView):
     def get(self, request, namespace: str):
         return Response(workspaces.tasks_get(space=self.space(request, namespace)))
 
-    @extend_schema(operation_id="memory_tasks_put", parameters=[PROJECT], request=TaskSerializer(many=True), responses=TaskSerializer(many=True),
+    @extend_schema(operation_id="memory_tasks_put", parameters=[PROJECT], request=TaskInSerializer(many=True), responses=TaskSerializer(many=True),
                    description="Replaces the task list the `tasks` relation reads.")
     def put(self, request, namespace: str):
         return Response(workspaces.tasks_put(space=self.space(request, namespace), tasks=request.data))
@@ -256,7 +272,8 @@ class BlockView(_WorkspaceView):
         operation_id="memory_block",
         parameters=[
             OpenApiParameter("prompt", str, required=False, description="the current prompt: entries that match its words are kept first"),
-            OpenApiParameter("budget", int, required=False, description="token budget (1 to 100000); none: every entry"),
+            OpenApiParameter("budget", {"type": "integer", "minimum": 1, "maximum": 100_000}, required=False,
+                             description="token budget (1 to 100000); none: every entry"),
             OpenApiParameter("standingRule", bool, required=False, description='prepend "Check memory first. ..."'),
             PROJECT,
         ],
@@ -274,7 +291,10 @@ class BlockView(_WorkspaceView):
             budget = int(budget)
         else:
             budget = None
-        rule = params.get("standingRule", "").lower() in ("1", "true", "yes")
+        rule = params.get("standingRule", "").lower()
+        if rule not in ("", "1", "true", "yes", "0", "false", "no"):
+            raise ValidationFailed("standingRule must be true or false", errors={"standingRule": ["true or false"]})
+        rule = rule in ("1", "true", "yes")
         block = workspaces.memory_block_for(
             space=self.space(request, namespace), prompt=params.get("prompt", ""), budget=budget, standing_rule=rule,
         )

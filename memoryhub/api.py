@@ -14,12 +14,31 @@ from django.http import HttpResponse
 from rest_framework.views import APIView
 
 from memoryhub import idempotency, scoping
+from memoryhub.errors import ValidationFailed
 from memoryhub.services import Principal
 
 
 def iso_time(value: datetime | None) -> str | None:
     """Times on the wire: ISO 8601 in UTC with a Z."""
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def _nul_at(value, where: str) -> str | None:
+    """Where the first NUL character of a parsed body is (`messages[0].text`), if any."""
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            name = f"{where}.{key}" if where else str(key)
+            if "\x00" in str(key):
+                return name
+            if found := _nul_at(item, name):
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            if found := _nul_at(item, f"{where}[{index}]"):
+                return found
+    return None
 
 
 class ApiView(APIView):
@@ -33,6 +52,16 @@ class ApiView(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
+        # PostgreSQL stores no NUL in text or jsonb: one in the path, the query or a JSON body
+        # would reach the database and fail there (500). Refused here, for every endpoint.
+        where = "path" if "\x00" in request.path else next(
+            (f"query.{k}" for k, v in request.query_params.items() if "\x00" in k or "\x00" in v), None
+        )
+        if where is None and request.method in ("POST", "PUT", "PATCH"):
+            where = _nul_at(request.data, "")
+        if where is not None:
+            where = where or "body"
+            raise ValidationFailed(f"{where} may not contain NUL (\\u0000) characters.", errors={where: ["contains NUL (\\u0000)"]})
         principal: Principal = request.auth
         self._scope_token = scoping.activate(
             scoping.Scope(tenant_id=principal.tenant_id, project_id=principal.project_id)

@@ -14,6 +14,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 logger = logging.getLogger(__name__)
@@ -175,6 +176,10 @@ def problem_exception_handler(exc: Exception, context: dict) -> Response | None:
         else:
             return None  # let Django's 500 handler answer (also problem+json, see views)
     response = problem_response(error)
+    # A problem is JSON whatever the request asked for: a view that also offers text
+    # (`?format=txt`, `Accept: text/plain`) would otherwise print the dict's repr.
+    if (request := context.get("request")) is not None:
+        request.accepted_renderer, request.accepted_media_type = JSONRenderer(), PROBLEM_CONTENT_TYPE
     return response
 
 

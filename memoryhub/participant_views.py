@@ -72,7 +72,7 @@ def export_to_dict(data: erasure.ParticipantData) -> dict:
 
 
 class ParticipantView(ApiView):
-    @extend_schema(operation_id="participants_erase", responses=ErasureSerializer)
+    @extend_schema(operation_id="participants_erase", responses={200: ErasureSerializer})
     def delete(self, request, participant_id):
         """Erase everything kept for this participant now: facts, revisions, embeddings, messages,
         conversations, approvals, stored idempotent responses and cached query embeddings."""

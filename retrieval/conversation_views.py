@@ -11,6 +11,7 @@ from facts.serializers import StrictSerializer
 from memoryhub.api import ApiView, iso_time
 from memoryhub.errors import ValidationFailed
 from memoryhub.pagination import parse_limit
+from memoryhub.schema import limit_type
 from retrieval import conversations
 
 
@@ -100,7 +101,7 @@ class MessageListView(ApiView):
     @extend_schema(
         operation_id="conversations_messages_list",
         parameters=[
-            OpenApiParameter("limit", int, required=False, description="page size, default 500, at most 1000"),
+            OpenApiParameter("limit", limit_type(1000), required=False, description="page size, default 500, at most 1000"),
             OpenApiParameter("after", int, required=False, description="the sequence after which the page starts (nextAfter of the previous page)"),
         ],
         responses=inline_serializer("MessagePage", {"data": MessageOutSerializer(many=True), "nextAfter": serializers.IntegerField(allow_null=True)}),
