@@ -332,8 +332,19 @@ def statement(run, intent, vector: list[float]):
     if intent.mode in ("keyword", "both"):
         params["query"] = run.query
         params["config"] = "english"
-    extra = [getattr(intent, name) for name in ("match", "fusion") if hasattr(intent, name)]  # newer search.py
-    return _sql(intent.mode, " AND ".join(conds), *extra), params
+    where = " AND ".join(conds)
+    from django.conf import settings
+
+    from retrieval import search
+
+    # The same branches as run_intent: the exact scan of small participants, cached BM25 statistics.
+    exact_below = intent.scope == "same-user" and intent.mode in ("semantic", "both")
+    if exact_below:
+        params["exact_below"] = settings.MEMORYHUB_EXACT_SCAN_BELOW
+    given_stats = search.uses_cached_bm25_stats(intent, intent.mode)
+    if given_stats:
+        search.bm25_stats(where, params)
+    return _sql(intent.mode, where, intent.match, intent.fusion, exact_below, given_stats), params
 
 
 def exact_ids(run, vector: list[float]) -> list[str]:
