@@ -15,7 +15,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from facts import markdown_memory
-from facts.profile_views import TextOrJsonView, body_of
+from facts.profile_views import TextOrJsonView
+from memoryhub.api import json_object_body
 from memoryhub.errors import ValidationFailed
 
 MARKDOWN = "text/markdown; charset=utf-8"
@@ -78,7 +79,7 @@ class MarkdownImportView(_MarkdownView):
                     "its fact. Files not sent are left alone. A file an import would refuse is a 400 naming file and line.",
     )
     def post(self, request):
-        body = body_of(request)
+        body = json_object_body(request)
         unknown = sorted(set(body) - {"files", "participantId", "projectId"})
         if unknown:
             raise ValidationFailed(f"{unknown[0]} is not a field here", errors={name: ["not a field here"] for name in unknown})

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from facts import profiles
 from facts.serializers import StrictSerializer
-from memoryhub.api import ApiView
+from memoryhub.api import ApiView, PlainTextRenderer, json_object_body
 from memoryhub.errors import ValidationFailed
 
 TEXT = "text/plain; charset=utf-8"
@@ -32,23 +32,6 @@ def reply(request, payload: dict, text: str, status: int = http.HTTP_200_OK):
     if wants_json(request):
         return Response(payload | {"text": text}, status=status)
     return HttpResponse(text, content_type=TEXT, status=status)
-
-
-def body_of(request) -> dict:
-    if not isinstance(request.data, dict):
-        raise ValidationFailed("the body must be a JSON object")
-    return request.data
-
-
-class PlainTextRenderer(renderers.BaseRenderer):
-    """Lets `Accept: text/plain` through content negotiation; the views build those bodies themselves."""
-
-    media_type = "text/plain"
-    format = "txt"
-    charset = "utf-8"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None):
-        return data if isinstance(data, (str, bytes)) else str(data)
 
 
 class MarkdownRenderer(PlainTextRenderer):
@@ -158,7 +141,7 @@ class ProfileFactView(_ProfileView):
                     "revision, the same value writes nothing (200 either way). " + JSON_OR_TEXT,
     )
     def put(self, request, participant_id: str, key: str):
-        body = body_of(request)
+        body = json_object_body(request)
         unknown = sorted(set(body) - {"value"})
         if unknown:
             raise ValidationFailed(f"{unknown[0]} is not a field here (send {{\"value\": ...}})", errors={name: ["not a field here"] for name in unknown})
@@ -187,7 +170,7 @@ class RelevantKeysView(_ProfileView):
                     "sharing a stemmed word with it; none rather than a guess. An optional chat model refines it. " + JSON_OR_TEXT,
     )
     def post(self, request, participant_id: str):
-        body = body_of(request)
+        body = json_object_body(request)
         scope = self.scope(request, participant_id, body.get("projectId"))
         found = profiles.profile_relevant_keys(scope=scope, question=body.get("question"), keys=body.get("keys"))
         payload = {"keys": found.keys, "method": found.method, "scores": found.scores, "warnings": found.warnings}
@@ -205,7 +188,7 @@ class ProfileImportView(_ProfileView):
                     "become next revisions, equal ones write nothing (importing twice changes nothing).",
     )
     def post(self, request, participant_id: str):
-        body = body_of(request)
+        body = json_object_body(request)
         unknown = sorted(set(body) - {"memory", "replace", "projectId"})
         if unknown:
             raise ValidationFailed(f"{unknown[0]} is not a field here", errors={name: ["not a field here"] for name in unknown})

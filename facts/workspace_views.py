@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from facts import memory_block, workspaces
 from facts.serializers import StrictSerializer
-from memoryhub.api import ApiView
+from memoryhub.api import ApiView, PlainTextRenderer, json_object_body
 from memoryhub.errors import ValidationFailed
 from memoryhub.schema import NameField
 
@@ -128,23 +128,6 @@ def _reply(request, payload: dict, text: str, status: int = http.HTTP_200_OK):
     return Response(payload | {"text": text}, status=status)
 
 
-def _body(request) -> dict:
-    if not isinstance(request.data, dict):
-        raise ValidationFailed("the body must be a JSON object")
-    return request.data
-
-
-class PlainTextRenderer(renderers.BaseRenderer):
-    """Lets `Accept: text/plain` through content negotiation; the views build those bodies themselves."""
-
-    media_type = "text/plain"
-    format = "txt"
-    charset = "utf-8"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None):
-        return data if isinstance(data, (str, bytes)) else str(data)
-
-
 class _WorkspaceView(ApiView):
     renderer_classes = [renderers.JSONRenderer, PlainTextRenderer]
 
@@ -174,7 +157,7 @@ class MemoryView(_WorkspaceView):
         description="`memory_save`: creates the entry (201) or writes its next revision (200).",
     )
     def post(self, request, namespace: str):
-        body = _body(request)
+        body = json_object_body(request)
         unknown = sorted(set(body) - {"key", "value", "type", "references", "projectId"})
         if unknown:
             raise ValidationFailed(f"{unknown[0]} is not a field here", errors={name: ["not a field here"] for name in unknown})
@@ -217,7 +200,7 @@ class MemoryQueryView(_WorkspaceView):
                     "A query that does not parse is a 400 with `position` {line, column} and `expected`.",
     )
     def post(self, request, namespace: str):
-        body = _body(request)
+        body = json_object_body(request)
         space = self.space(request, namespace, body.get("projectId"))
         return Response(workspaces.memory_query_run(space=space, query=body.get("query"), limit=body.get("limit")))
 
@@ -229,7 +212,7 @@ class TurnsView(_WorkspaceView):
                     "tool results of write/exec/search tools, thinking; every tool call joins `tool_calls`.",
     )
     def post(self, request, namespace: str):
-        body = _body(request)
+        body = json_object_body(request)
         space = self.space(request, namespace, body.get("projectId"))
         out = workspaces.record_turn(
             space=space, assistant_text=body.get("assistantText"), tool_calls=body.get("toolCalls"), thinking=body.get("thinking"),
@@ -249,7 +232,7 @@ class CompactionsView(_WorkspaceView):
                     "context entries, and `checkpoint:summary` holds Goal, Progress, Key Decisions, Critical Context.",
     )
     def post(self, request, namespace: str):
-        body = _body(request)
+        body = json_object_body(request)
         space = self.space(request, namespace, body.get("projectId"))
         out = workspaces.record_compaction(space=space, summary=body.get("summary"))
         _, key_of = workspaces.memory_entries(space=space)

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.http import HttpResponse
+from rest_framework import renderers
 from rest_framework.views import APIView
 
 from memoryhub import idempotency, scoping
@@ -108,3 +109,23 @@ class ApiView(APIView):
             self._scope_token = None
             scoping.deactivate(token)
         return response
+
+
+class PlainTextRenderer(renderers.BaseRenderer):
+    """Lets `Accept: text/plain` through content negotiation for views that answer in the
+    seeds' text formats (working memory, profiles); those views build the text themselves."""
+
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data if isinstance(data, (str, bytes)) else str(data)
+
+
+def json_object_body(request) -> dict:
+    """The request's JSON body, which must be an object."""
+    if not isinstance(request.data, dict):
+        raise ValidationFailed("the body must be a JSON object")
+    return request.data
+

@@ -519,6 +519,19 @@ def _space(namespace: str, tail: str) -> str:
     return f"/v1/workspaces/{_seg(namespace)}{tail}"
 
 
+def _connection(url: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
+    """The server URL and request headers from the arguments, else MEMORYHUB_URL / MEMORYHUB_API_KEY."""
+    base = (url or os.environ.get("MEMORYHUB_URL") or DEFAULT_URL).rstrip("/")
+    key = api_key if api_key is not None else os.environ.get("MEMORYHUB_API_KEY", "")
+    if not key.strip():
+        raise MemoryHubError(
+            0, "missing-api-key",
+            "No API key: set MEMORYHUB_API_KEY (or pass api_key=). `manage.py serve` prints one as `Write key:`; "
+            "`manage.py apikey create` makes more.",
+        )
+    return base, {"Authorization": f"Bearer {key.strip()}", "Accept": "application/json", "User-Agent": USER_AGENT}
+
+
 class MemoryHub:
     """Client of one memoryhub server, acting with one API key. Use it as a context manager."""
 
@@ -530,20 +543,8 @@ class MemoryHub:
         *,
         transport: httpx.BaseTransport | None = None,
     ):
-        self.url = (url or os.environ.get("MEMORYHUB_URL") or DEFAULT_URL).rstrip("/")
-        key = api_key if api_key is not None else os.environ.get("MEMORYHUB_API_KEY", "")
-        if not key.strip():
-            raise MemoryHubError(
-                0, "missing-api-key",
-                "No API key: set MEMORYHUB_API_KEY (or pass api_key=). `manage.py serve` prints one as `Write key:`; "
-                "`manage.py apikey create` makes more.",
-            )
-        self._http = httpx.Client(
-            base_url=self.url,
-            timeout=timeout,
-            transport=transport,
-            headers={"Authorization": f"Bearer {key.strip()}", "Accept": "application/json", "User-Agent": USER_AGENT},
-        )
+        self.url, headers = _connection(url, api_key)
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport, headers=headers)
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -942,20 +943,8 @@ class AsyncMemoryHub:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
     ):
-        self.url = (url or os.environ.get("MEMORYHUB_URL") or DEFAULT_URL).rstrip("/")
-        key = api_key if api_key is not None else os.environ.get("MEMORYHUB_API_KEY", "")
-        if not key.strip():
-            raise MemoryHubError(
-                0, "missing-api-key",
-                "No API key: set MEMORYHUB_API_KEY (or pass api_key=). `manage.py serve` prints one as `Write key:`; "
-                "`manage.py apikey create` makes more.",
-            )
-        self._http = httpx.AsyncClient(
-            base_url=self.url,
-            timeout=timeout,
-            transport=transport,
-            headers={"Authorization": f"Bearer {key.strip()}", "Accept": "application/json", "User-Agent": USER_AGENT},
-        )
+        self.url, headers = _connection(url, api_key)
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport, headers=headers)
 
     async def __aenter__(self) -> AsyncMemoryHub:
         return self
