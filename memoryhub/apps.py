@@ -8,4 +8,9 @@ class MemoryhubConfig(AppConfig):
     verbose_name = "memoryhub: tenancy and keys"
 
     def ready(self) -> None:
+        from django.core.signals import request_started
+
         from memoryhub import celery, checks, schema  # noqa: F401  (Celery app, pgvector check, schema extensions)
+        from memoryhub.connections import drop_dead_connections
+
+        request_started.connect(drop_dead_connections, dispatch_uid="memoryhub.drop_dead_connections")

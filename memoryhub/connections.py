@@ -1,0 +1,30 @@
+"""Dropping persistent database connections that died while idle, without a round trip.
+
+Django's CONN_HEALTH_CHECKS sends `SELECT 1` before each request's first query, about a
+millisecond per API request here. An idle PostgreSQL connection has nothing to read: when
+its socket is readable between requests, the server has closed it (a restart, an
+administrator's pg_terminate_backend, an idle timeout) or sent something unexpected. At
+the start of each request such a connection is closed, and the request's first query
+opens a fresh one, so a database restart costs no failed request and a healthy connection
+costs one `select()` call.
+"""
+
+from __future__ import annotations
+
+import select
+
+from django.db import connections
+
+
+def drop_dead_connections(**kwargs) -> None:
+    """request_started receiver: close each open connection whose socket has data or EOF waiting."""
+    for connection in connections.all(initialized_only=True):
+        raw = connection.connection
+        if raw is None or connection.in_atomic_block:
+            continue
+        try:
+            readable, _, _ = select.select([raw.fileno()], [], [], 0)
+        except Exception:  # psycopg raises for a connection it already knows is closed
+            readable = True
+        if readable:
+            connection.close()
