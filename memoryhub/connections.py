@@ -6,7 +6,7 @@ its socket is readable between requests, the server has closed it (a restart, an
 administrator's pg_terminate_backend, an idle timeout) or sent something unexpected. At
 the start of each request such a connection is closed, and the request's first query
 opens a fresh one, so a database restart costs no failed request and a healthy connection
-costs one `select()` call.
+costs one `poll()` call.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ def drop_dead_connections(**kwargs) -> None:
         if raw is None or connection.in_atomic_block:
             continue
         try:
-            readable, _, _ = select.select([raw.fileno()], [], [], 0)
+            poller = select.poll()  # not select(): it fails on descriptors above 1023
+            poller.register(raw.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+            readable = bool(poller.poll(0))
         except Exception:  # psycopg raises for a connection it already knows is closed
             readable = True
         if readable:
