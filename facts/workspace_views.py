@@ -162,13 +162,11 @@ class MemoryView(_WorkspaceView):
         if unknown:
             raise ValidationFailed(f"{unknown[0]} is not a field here", errors={name: ["not a field here"] for name in unknown})
         space = self.space(request, namespace, body.get("projectId"))
-        fact, outcome, pruned = workspaces.memory_save(
+        out = workspaces.memory_save(
             space=space, key=body.get("key"), value=body.get("value"), type=body.get("type"), references=body.get("references"),
         )
-        _, key_of = workspaces.memory_entries(space=space)
-        entry = workspaces.entry_to_dict(fact, key_of)
-        status = http.HTTP_201_CREATED if outcome == "created" else http.HTTP_200_OK
-        return _reply(request, {"entry": entry, "outcome": outcome, "pruned": pruned}, workspaces.memory_block.format_save(fact.key, entry["value"]), status)
+        status = http.HTTP_201_CREATED if out["outcome"] == "created" else http.HTTP_200_OK
+        return _reply(request, out, out["text"], status)
 
 
 class MemoryKeysView(_WorkspaceView):
@@ -217,11 +215,7 @@ class TurnsView(_WorkspaceView):
         out = workspaces.record_turn(
             space=space, assistant_text=body.get("assistantText"), tool_calls=body.get("toolCalls"), thinking=body.get("thinking"),
         )
-        _, key_of = workspaces.memory_entries(space=space)
-        return Response(
-            {"saved": workspaces.turn_summary(out["saved"], key_of), "pruned": out["pruned"], "toolCallsRecorded": out["toolCallsRecorded"]},
-            status=http.HTTP_201_CREATED,
-        )
+        return Response(out, status=http.HTTP_201_CREATED)
 
 
 class CompactionsView(_WorkspaceView):
@@ -235,8 +229,7 @@ class CompactionsView(_WorkspaceView):
         body = json_object_body(request)
         space = self.space(request, namespace, body.get("projectId"))
         out = workspaces.record_compaction(space=space, summary=body.get("summary"))
-        _, key_of = workspaces.memory_entries(space=space)
-        return Response({"saved": workspaces.turn_summary(out["saved"], key_of), "pruned": out["pruned"]}, status=http.HTTP_201_CREATED)
+        return Response(out, status=http.HTTP_201_CREATED)
 
 
 class TasksView(_WorkspaceView):

@@ -225,18 +225,27 @@ def _prune(space: Space, facts: dict[str, Fact], incoming: list[extraction.Captu
     return doomed
 
 
-def memory_save_many(*, space: Space, captures: list[extraction.Capture]) -> tuple[list[tuple[Fact, str]], list[str]]:
-    """Write entries in order, all or nothing, pruning what the caps leave no room for."""
+def memory_save_many(
+    *, space: Space, captures: list[extraction.Capture],
+) -> tuple[list[tuple[Fact, str]], list[str], dict[str, str]]:
+    """Write entries in order, all or nothing, pruning what the caps leave no room for.
+
+    Returns what was saved (fact, outcome), the keys pruned, and the namespace's live
+    entries afterwards as fact id -> key (what `entry_to_dict` shows references with).
+    """
     space.principal.require(Role.WRITER)
+    if not captures:
+        return [], [], {}
     with transaction.atomic():
         facts = {f.key: f for f in _entry_facts(space, for_update=True)}
         pruned = _prune(space, facts, captures)
         saved = [_save(space, facts, capture) for capture in captures]
-    return saved, pruned
+    return saved, pruned, {str(f.id): f.key for f in facts.values()}
 
 
-def memory_save(*, space: Space, key: str, value: Any, type: str | None = None, references: list[str] | None = None) -> tuple[Fact, str, list[str]]:
-    """`memory_save`: create or update the entry `key` (its next revision)."""
+def memory_save(*, space: Space, key: str, value: Any, type: str | None = None, references: list[str] | None = None) -> dict:
+    """`memory_save`: create or update the entry `key` (its next revision); the answer
+    `{entry, outcome, pruned, text}` with the seed's reply text."""
     if problem := name_problem(key, "key"):
         raise ValidationFailed(problem, errors={"key": [problem]})
     if not isinstance(value, str):
@@ -245,9 +254,10 @@ def memory_save(*, space: Space, key: str, value: Any, type: str | None = None, 
     if not all(isinstance(ref, str) for ref in refs):
         raise ValidationFailed("references are the keys of other entries", errors={"references": ["must be keys (strings)"]})
     capture = extraction.Capture(key=key, value=value, type=_check_type(type, key), references=tuple(dict.fromkeys(refs)))
-    saved, pruned = memory_save_many(space=space, captures=[capture])
+    saved, pruned, key_of = memory_save_many(space=space, captures=[capture])
     fact, outcome = saved[0]
-    return fact, outcome, pruned
+    entry = entry_to_dict(fact, key_of)
+    return {"entry": entry, "outcome": outcome, "pruned": pruned, "text": memory_block.format_save(fact.key, entry["value"])}
 
 
 def memory_delete(*, space: Space, key: str) -> str:
@@ -312,8 +322,8 @@ def record_turn(*, space: Space, assistant_text: Any = None, tool_calls: Any = N
                 for c in calls
             ])
             _trim_tool_calls(space)
-        saved, pruned = memory_save_many(space=space, captures=captures) if captures else ([], [])
-    return {"saved": saved, "pruned": pruned, "toolCallsRecorded": len(calls)}
+        saved, pruned, key_of = memory_save_many(space=space, captures=captures)
+    return {"saved": turn_summary(saved, key_of), "pruned": pruned, "toolCallsRecorded": len(calls)}
 
 
 def _trim_tool_calls(space: Space) -> None:
@@ -330,8 +340,8 @@ def record_compaction(*, space: Space, summary: Any) -> dict:
     if not text.strip():
         raise ValidationFailed("summary must not be empty", errors={"summary": ["must not be empty"]})
     captures = extraction.capture_compaction(text)
-    saved, pruned = memory_save_many(space=space, captures=captures) if captures else ([], [])
-    return {"saved": saved, "pruned": pruned}
+    saved, pruned, key_of = memory_save_many(space=space, captures=captures)
+    return {"saved": turn_summary(saved, key_of), "pruned": pruned}
 
 
 TASK_FIELDS = {"id": str, "desc": str, "status": str, "rounds": int, "note": str}

@@ -130,14 +130,10 @@ class ServiceBackend:
 
     def memory_save(self, binding: Binding, body: dict) -> dict:
         def run():
-            space = self._space(binding)
-            fact, outcome, pruned = workspaces.memory_save(
-                space=space, key=body.get("key"), value=body.get("value"), type=body.get("type"), references=body.get("references"),
+            return workspaces.memory_save(
+                space=self._space(binding), key=body.get("key"), value=body.get("value"), type=body.get("type"),
+                references=body.get("references"),
             )
-            _, key_of = workspaces.memory_entries(space=space)
-            entry = workspaces.entry_to_dict(fact, key_of)
-            text = workspaces.memory_block.format_save(fact.key, entry["value"])
-            return {"entry": entry, "outcome": outcome, "pruned": pruned, "text": text}
         return self._run(run)
 
     def memory_search(self, binding: Binding, query: str) -> dict:
