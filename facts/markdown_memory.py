@@ -49,10 +49,7 @@ def folder(*, principal: Principal, participant_id: str | None = None, project_i
         if not isinstance(participant, str) or not 1 <= len(participant) <= 200:
             raise ValidationFailed("participantId must be 1 to 200 characters", errors={"participantId": ["1 to 200 characters"]})
         principal.require_participant(participant)
-    project = principal.project_for(project_id) if project_id is not None else principal.project_id
-    if project is None:
-        message = "Markdown memory lives in a project: this key is tenant-wide, so pass projectId."
-        raise ValidationFailed(message, errors={"projectId": [message]})
+    project = principal.project_required(project_id, "Markdown memory")
     return Folder(principal=principal, project_id=project, participant_id=participant)
 
 

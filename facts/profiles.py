@@ -66,10 +66,7 @@ def profile(*, principal: Principal, participant_id: str, project_id: Any = None
     if not isinstance(participant_id, str) or not 1 <= len(participant_id) <= 200:
         raise ValidationFailed("participantId must be 1 to 200 characters", errors={"participantId": ["1 to 200 characters"]})
     principal.require_participant(participant_id)
-    project = principal.project_for(project_id) if project_id is not None else principal.project_id
-    if project is None:
-        message = "A profile lives in a project: this key is tenant-wide, so pass projectId."
-        raise ValidationFailed(message, errors={"projectId": [message]})
+    project = principal.project_required(project_id, "A profile")
     return Profile(principal=principal, project_id=project, participant_id=participant_id)
 
 

@@ -62,10 +62,7 @@ def workspace(*, principal: Principal, namespace: str, project_id: Any = None) -
     """The namespace the request names; `projectId` is needed only by tenant-wide keys."""
     if problem := name_problem(namespace, "namespace"):
         raise ValidationFailed(problem, errors={"namespace": [problem]})
-    project = principal.project_for(project_id) if project_id is not None else principal.project_id
-    if project is None:
-        message = "Working memory lives in a project: this key is tenant-wide, so pass projectId."
-        raise ValidationFailed(message, errors={"projectId": [message]})
+    project = principal.project_required(project_id, "Working memory")
     return Space(principal=principal, project_id=project, namespace=namespace)
 
 

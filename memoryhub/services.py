@@ -84,6 +84,15 @@ class Principal:
             raise NotFound("No such project here.")
         return project_id
 
+    def project_required(self, project_id, what: str) -> object:
+        """`project_for`, for something that lives in a project (`what`, e.g. "Working memory"):
+        a tenant-wide key that names none is a 400 saying to pass projectId."""
+        project = self.project_for(project_id)
+        if project is None:
+            message = f"{what} lives in a project: this key is tenant-wide, so pass projectId."
+            raise ValidationFailed(message, errors={"projectId": [message]})
+        return project
+
 
 def role_for(*, user_id: int, tenant_id, project_id) -> str | None:
     """The user's highest role in the project (tenant-wide memberships count everywhere)."""
