@@ -341,9 +341,7 @@ def statement(run, intent, vector: list[float]):
     exact_below = intent.scope == "same-user" and intent.mode in ("semantic", "both")
     if exact_below:
         params["exact_below"] = settings.MEMORYHUB_EXACT_SCAN_BELOW
-    given_stats = search.uses_cached_bm25_stats(intent, intent.mode)
-    if given_stats:
-        search.bm25_stats(where, params)
+    given_stats = search.bm25_stats(intent, intent.mode, where, params)
     return _sql(intent.mode, where, intent.match, intent.fusion, exact_below, given_stats), params
 
 

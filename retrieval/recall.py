@@ -27,7 +27,7 @@ from django.db import connection
 from memoryhub.api import iso_time
 from memoryhub.services import Principal
 from retrieval.embeddings import Embedder, get_embedder
-from retrieval.search import Intent, Result, Run, bm25_stats, fused_ctes, intent_params, search_mode, uses_cached_bm25_stats
+from retrieval.search import Intent, Result, Run, bm25_stats, fused_ctes, intent_params, search_mode
 
 AGENT_NOTE = "earlier answer by the agent, not verified"
 MESSAGES_TABLE = "retrieval_message f JOIN retrieval_conversation c ON c.id = f.conversation_id"
@@ -180,9 +180,7 @@ def recall_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedde
     conds, message_conds = built
     mode = search_mode(run, intent, result, params, embedder=embedder, vector_cache=vector_cache)
     where = " AND ".join(conds)
-    given_stats = uses_cached_bm25_stats(intent, mode)
-    if given_stats:
-        bm25_stats(where, params, MESSAGES_TABLE)
+    given_stats = bm25_stats(intent, mode, where, params, MESSAGES_TABLE)
     sql = _sql(mode, where, " AND ".join(message_conds), intent.match, intent.fusion, given_stats)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -288,14 +288,18 @@ def _bm25_stats_sql(where: str, table: str) -> str:
 BM25_CACHED_SCOPES = ("same-project", "tenant")
 
 
-def bm25_stats(where: str, params: dict, table: str = FACTS_TABLE) -> None:
-    """Put the scope's BM25 statistics into `params` (`bm25_n`, `bm25_avgdl`), from the cache
-    when they were counted in the last MEMORYHUB_BM25_STATS_TTL seconds, else counted now.
+def bm25_stats(intent: Intent, mode: str, where: str, params: dict, table: str = FACTS_TABLE) -> bool:
+    """Whether the intent's keyword leg takes its BM25 statistics as parameters (`match: any`
+    over a BM25_CACHED_SCOPES scope); if so, puts them into `params` (`bm25_n`,
+    `bm25_avgdl`), from the cache when they were counted in the last
+    MEMORYHUB_BM25_STATS_TTL seconds, else counted now.
 
     The key is the scope (the WHERE clause and its parameters, not the query): the same
     people and projects share one entry. Stale by at most the TTL, which moves a score by
     the change in a project's mean fact length or size in that time: a rounding error.
     """
+    if intent.match != "any" or mode not in ("keyword", "both") or intent.scope not in BM25_CACHED_SCOPES:
+        return False
     scope_params = {k: v for k, v in params.items() if k not in _QUERY_PARAMS}
     digest = hashlib.sha256(repr((table, where, sorted((k, str(v)) for k, v in scope_params.items()))).encode()).hexdigest()
     key = f"bm25:{digest[:32]}"
@@ -306,6 +310,7 @@ def bm25_stats(where: str, params: dict, table: str = FACTS_TABLE) -> None:
             stats = tuple(cursor.fetchone())
         cache.set(key, stats, settings.MEMORYHUB_BM25_STATS_TTL)
     params["bm25_n"], params["bm25_avgdl"] = stats
+    return True
 
 
 # Parameters that belong to the query, not to the scope.
@@ -457,10 +462,6 @@ def intent_params(run: Run, intent: Intent, result: Result) -> dict[str, Any] | 
     return {"limit": intent.limit, "k": RRF_K, "depth": max(MIN_DEPTH, 4 * intent.limit)}
 
 
-def uses_cached_bm25_stats(intent: Intent, mode: str) -> bool:
-    return intent.match == "any" and mode in ("keyword", "both") and intent.scope in BM25_CACHED_SCOPES
-
-
 def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder | None = None, vector_cache: dict | None = None) -> list[Hit]:
     """Rows for one intent, ranked; adds warnings to `result`."""
     params = intent_params(run, intent, result)
@@ -474,9 +475,7 @@ def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder |
     if exact_below:
         params["exact_below"] = settings.MEMORYHUB_EXACT_SCAN_BELOW
     where = " AND ".join(conds)
-    given_stats = uses_cached_bm25_stats(intent, mode)
-    if given_stats:
-        bm25_stats(where, params)
+    given_stats = bm25_stats(intent, mode, where, params)
     sql = _sql(mode, where, intent.match, intent.fusion, exact_below, given_stats)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
