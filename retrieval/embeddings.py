@@ -13,6 +13,7 @@ Every vector is unit length (cosine), `dimensions` wide (the column's width).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 import threading
@@ -191,12 +192,25 @@ def query_cache_key(model: str, text: str) -> str:
     return "qemb:" + hashlib.sha256(f"{model}\0{text}".encode()).hexdigest()
 
 
-def query_embedding(embedder: Embedder, text: str) -> list[float]:
-    """The query's embedding, cached by (model, text) so a repeated turn does not pay twice."""
+def vector_literal(vector: list[float]) -> str:
+    """pgvector's text form of a vector. Nine significant digits keep every bit of the
+    float4 the column stores, and the text is about half as long as Python's repr."""
+    return "[" + ",".join(f"{value:.9g}" for value in vector) + "]"
+
+
+def query_vector_literal(embedder: Embedder, text: str) -> str:
+    """The query's embedding as the SQL parameter takes it (`vector_literal`), cached by
+    (model, text) so a repeated turn pays neither the provider nor the formatting (0.25 ms
+    for 384 numbers) twice."""
     cache_key = query_cache_key(embedder.model, text)
     cached = cache.get(cache_key)
-    if cached is not None:
+    if isinstance(cached, str):
         return cached
-    vector = embedder.embed_query(text)
-    cache.set(cache_key, vector, timeout=3600)
-    return vector
+    literal = vector_literal(cached if cached is not None else embedder.embed_query(text))
+    cache.set(cache_key, literal, timeout=3600)
+    return literal
+
+
+def query_embedding(embedder: Embedder, text: str) -> list[float]:
+    """The query's embedding as numbers (same cache as `query_vector_literal`)."""
+    return json.loads(query_vector_literal(embedder, text))

@@ -212,7 +212,7 @@ def recall(*, run: Run, intents: list[Intent], result: Result | None = None) -> 
     if not intents:
         return result
     embedder = get_embedder() if any(i.mode in ("semantic", "both") for i in intents) else None
-    vectors: dict[str, list[float]] = {}
+    vectors: dict[str, str] = {}  # query -> its embedding, as SQL takes it
     seen = {hit.message_id for hit in result.recalled}
     for intent in intents:
         for hit in recall_intent(run, intent, result, embedder=embedder, vector_cache=vectors):

@@ -34,7 +34,7 @@ from facts.models import Fact
 from memoryhub.errors import ValidationFailed
 from memoryhub.selectors import project_search_config
 from memoryhub.services import Principal
-from retrieval.embeddings import Embedder, get_embedder, query_embedding
+from retrieval.embeddings import Embedder, get_embedder, query_vector_literal
 
 RRF_K = 60
 MODES = ("none", "keyword", "semantic", "both")
@@ -444,8 +444,8 @@ def search_mode(run: Run, intent: Intent, result: Result, params: dict, *, embed
         else:
             cache = vector_cache if vector_cache is not None else {}
             if query not in cache:
-                cache[query] = query_embedding(embedder, query)
-            params["vector"] = str(cache[query])
+                cache[query] = query_vector_literal(embedder, query)
+            params["vector"] = cache[query]
             params["model"] = embedder.model
     if mode in ("keyword", "both"):
         params["query"] = query
@@ -487,7 +487,7 @@ def facts_retrieve(*, run: Run, intents: list[Intent]) -> Result:
     """Run each intent; a fact found by several intents is reported once, by the first."""
     result = Result()
     embedder = get_embedder() if any(i.mode in ("semantic", "both") for i in intents) else None
-    vectors: dict[str, list[float]] = {}
+    vectors: dict[str, str] = {}  # query -> its embedding, as SQL takes it
     seen: set = set()
     for intent in intents:
         for hit in run_intent(run, intent, result, embedder=embedder, vector_cache=vectors):

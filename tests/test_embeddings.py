@@ -194,3 +194,29 @@ def test_the_embedding_job_runs_outside_any_request_scope(world, fake, openai_se
     finally:
         scoping.deactivate(token)
     assert Fact.objects.get(id=fact_id).embedding_model == "fake-embed"
+
+
+@pytest.mark.django_db
+def test_a_query_vector_reaches_sql_with_every_bit_of_float4(fake):
+    import numpy as np
+    from django.core.cache import cache
+    from django.db import connection
+
+    from retrieval.embeddings import query_cache_key, query_embedding, query_vector_literal, vector_literal
+
+    values = np.random.default_rng(3).standard_normal(DIMS).astype(np.float32)
+    values[:4] = [1e-30, -3.4e38, 0.0, 1.0]  # exponents and the edges of float4
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::vector::real[]", [vector_literal(values.tolist())])
+        assert np.array_equal(np.array(cursor.fetchone()[0], dtype=np.float32), values)
+
+    embedder = provider(fake)
+    cache.delete(query_cache_key(embedder.model, "hello"))
+    literal = query_vector_literal(embedder, "hello")
+    assert cache.get(query_cache_key(embedder.model, "hello")) == literal  # kept as SQL takes it
+    assert query_vector_literal(embedder, "hello") == literal and len(fake.requests) == 1
+    expected = np.array(FakeEmbeddings.vector_for("hello"))
+    assert query_embedding(embedder, "hello") == pytest.approx(list(expected / np.linalg.norm(expected)), rel=1e-6)  # unit length
+    # A value cached as a list of numbers (before this form) is still used, not fetched again.
+    cache.set(query_cache_key(embedder.model, "older"), [0.5] * DIMS)
+    assert query_vector_literal(embedder, "older") == vector_literal([0.5] * DIMS) and len(fake.requests) == 1
