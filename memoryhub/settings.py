@@ -118,6 +118,16 @@ DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "60"))
 # No SELECT 1 before each request (about 1 ms each): memoryhub.connections drops a pooled
 # connection the server closed, by looking at its socket, before the request uses it.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
+# Reads for one person go through prepared statements, planned once per connection
+# (retrieval.search: planning costs more than running them), unless the person holds this
+# many facts or more. 0 turns them off: needed behind a transaction-pooling PgBouncer
+# older than 1.21.
+MEMORYHUB_PREPARED_BELOW = int(os.environ.get("MEMORYHUB_PREPARED_BELOW", "500"))
+# How long a worker remembers that a person holds that many facts.
+MEMORYHUB_PARTICIPANT_SIZE_TTL = int(os.environ.get("MEMORYHUB_PARTICIPANT_SIZE_TTL", "3600"))
+if MEMORYHUB_PREPARED_BELOW > 0:
+    # Only server-side-binding cursors prepare; Django's own (client-side binding) never do.
+    DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", 0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, cache, Celery -------------------------------------------------------------

@@ -22,12 +22,16 @@ row the caller may not see and then drop it afterwards.
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
+from django.db.models import DEFERRED
+from django.db.backends.postgresql.base import ServerBindingCursor
 
 from facts.markdown import LAYOUT_TYPE
 from facts.models import Fact
@@ -164,6 +168,7 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
 
 _FACT_COLUMNS = [f.column for f in Fact._meta.concrete_fields if f.column not in {"embedding", "search_vector"}]
 _SELECT_FACT = ", ".join(f"f.{column}" for column in _FACT_COLUMNS)
+_ID_PLACE = _FACT_COLUMNS.index("id")
 
 
 def _conditions(run: Run, intent: Intent, params: dict) -> list[str] | None:
@@ -321,10 +326,15 @@ _QUERY_PARAMS = {"query", "config", "vector", "model", "limit", "depth", "k", "e
 # than this through the HNSW index: the planner cannot tell a heavy participant from a
 # light one, and for heavy ones its HNSW-with-filter plan was 3x slower than an exact scan
 # (bench/retrieval.py: heaviest participants' semantic p95 28 -> 9 ms).
-_SMALL_PARTICIPANT = (
-    "(SELECT count(*) FROM (SELECT 1 FROM facts_fact s WHERE s.tenant_id = %(tenant)s AND s.project_id = %(project)s"
-    " AND s.participant_id = %(participant)s LIMIT %(exact_below)s) n) < %(exact_below)s"
-)
+def _participant_size(cap: str) -> str:
+    """The run's participant's facts (any status), counted up to the parameter `cap`."""
+    return (
+        "(SELECT count(*) FROM (SELECT 1 FROM facts_fact s WHERE s.tenant_id = %(tenant)s AND s.project_id = %(project)s"
+        f" AND s.participant_id = %(participant)s LIMIT %({cap})s) n)"
+    )
+
+
+_SMALL_PARTICIPANT = _participant_size("exact_below") + " < %(exact_below)s"
 
 
 def _semantic_leg(where: str, normalise: bool = False, table: str = FACTS_TABLE, exact_below: bool = False) -> str:
@@ -360,18 +370,40 @@ def _ranked(leg: str, order: str, value: str, normalise: bool) -> str:
     {leg}_ranked AS (SELECT id, row_number() OVER (ORDER BY {order}, id) AS r{norm} FROM {leg})"""
 
 
-def _sql(intent_mode: str, where: str, match: str = "all", fusion: str = "rrf", exact_below: bool = False, given_stats: bool = False) -> str:
+def _sql(
+    intent_mode: str, where: str, match: str = "all", fusion: str = "rrf", exact_below: bool = False,
+    given_stats: bool = False, size_column: bool = False,
+) -> str:
+    """The intent's statement: rows of fact columns, kr, sr, score. `size_column`: then also
+    `place` and the participant's size (`_participant_size("size_cap")`), with one row of
+    NULLs and the size when nothing matched, so the size always comes back."""
     if intent_mode == "none":
+        ctes = ""
+        select = f"SELECT {_SELECT_FACT}, NULL::bigint AS kr, NULL::bigint AS sr, 0::float8 AS score"
+        source = f"FROM facts_fact f WHERE {where}"
+        order = "f.updated_at DESC, f.id DESC"
+    else:
+        ctes = fused_ctes(intent_mode, where, match, fusion, exact_below=exact_below, given_stats=given_stats)
+        select = f"SELECT {_SELECT_FACT}, fused.kr, fused.sr, fused.score"
+        source = "FROM fused JOIN facts_fact f ON f.id = fused.id"
+        order = "fused.score DESC, LEAST(COALESCE(fused.kr, 1000000), COALESCE(fused.sr, 1000000)), f.id"
+    if not size_column:
         return f"""
-        SELECT {_SELECT_FACT}, NULL::bigint AS kr, NULL::bigint AS sr, 0::float8 AS score
-        FROM facts_fact f WHERE {where}
-        ORDER BY f.updated_at DESC, f.id DESC LIMIT %(limit)s"""
-    return f"""
-    {fused_ctes(intent_mode, where, match, fusion, exact_below=exact_below, given_stats=given_stats)}
-    SELECT {_SELECT_FACT}, fused.kr, fused.sr, fused.score
-    FROM fused JOIN facts_fact f ON f.id = fused.id
-    ORDER BY fused.score DESC, LEAST(COALESCE(fused.kr, 1000000), COALESCE(fused.sr, 1000000)), f.id
+    {ctes}
+    {select}
+    {source}
+    ORDER BY {order}
     LIMIT %(limit)s"""
+    return f"""
+    {ctes}
+    SELECT hits.*, {_participant_size("size_cap")} AS participant_size
+    FROM (SELECT 1) AS one LEFT JOIN (
+        {select}, row_number() OVER (ORDER BY {order}) AS place
+        {source}
+        ORDER BY {order}
+        LIMIT %(limit)s
+    ) AS hits ON true
+    ORDER BY hits.place"""
 
 
 def fused_ctes(
@@ -409,11 +441,17 @@ def fused_ctes(
 def _rows_to_hits(rows: list[tuple], intent: Intent) -> list[Hit]:
     hits = []
     width = len(_FACT_COLUMNS)
+    alias = connection.alias
     for row in rows:
-        # Raw rows skip Django's converters: apply them (jsonb arrives as text, for one).
-        values = [convert(value, None, connection) if convert else value for convert, value in zip(_CONVERTERS, row[:width])]
-        fact = Fact.from_db(connection.alias, _FACT_ATTNAMES, values)
-        kr, sr, score = row[width:]
+        # Raw rows skip Django's converters: apply them (jsonb arrives as text, for one). The
+        # columns not selected (embedding, search_vector) stay deferred; one value per
+        # concrete field spares from_db its own padding (a list scan per field and row).
+        values = [
+            DEFERRED if place is None else convert(row[place], None, connection) if convert else row[place]
+            for place, convert in _FACT_PLACES
+        ]
+        fact = Fact.from_db(alias, _FACT_ATTNAMES, values)
+        kr, sr, score = row[width:width + 3]
         ranks = {}
         if kr is not None:
             ranks["keyword"] = int(kr)
@@ -423,9 +461,71 @@ def _rows_to_hits(rows: list[tuple], intent: Intent) -> list[Hit]:
     return hits
 
 
-_FACT_FIELDS = [f for f in Fact._meta.concrete_fields if f.column in _FACT_COLUMNS]
-_FACT_ATTNAMES = [f.attname for f in _FACT_FIELDS]
-_CONVERTERS = [getattr(f, "from_db_value", None) for f in _FACT_FIELDS]
+_FACT_ATTNAMES = [f.attname for f in Fact._meta.concrete_fields if f.column in _FACT_COLUMNS]
+# Per concrete field of Fact: its place in a selected row (None: not selected) and its converter.
+_FACT_PLACES = [
+    (_FACT_COLUMNS.index(f.column) if f.column in _FACT_COLUMNS else None, getattr(f, "from_db_value", None))
+    for f in Fact._meta.concrete_fields
+]
+
+
+# --- Prepared statements, except for people with many facts ------------------------------
+#
+# Planning a same-user statement costs more than running it for most people: at 100k facts,
+# 0.8-1.1 ms of planning a hybrid read against 0.4-0.6 ms of running it, for a person with
+# 30-150 facts. A prepared statement is planned once per connection (PostgreSQL settles on a
+# generic plan after five runs), but a generic plan cannot tell a heavy participant from a
+# light one: for a person with thousands of facts its keyword leg reads all of them (4 ms
+# instead of 0.7 at 100k). So same-user statements are prepared unless the person is known
+# to hold MEMORYHUB_PREPARED_BELOW facts or more. Every such statement also returns the
+# person's size (counted up to that number, in the same round trip), so a worker learns who
+# is heavy on their first read and plans their statements each time for
+# MEMORYHUB_PARTICIPANT_SIZE_TTL seconds. A stale size costs time, never correctness: the
+# statement is the same text either way, guards included.
+
+
+class _HeavyPeople:
+    """(tenant, project, participant) of people known to hold many facts; per process, for
+    a while. Keys are all it keeps (no content), and at most `max_entries`."""
+
+    def __init__(self, max_entries: int = 100_000):
+        self.max_entries = max_entries
+        self._until: dict[tuple, float] = {}
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: tuple) -> bool:
+        until = self._until.get(key)
+        return until is not None and until >= time.monotonic()
+
+    def add(self, key: tuple, ttl: float) -> None:
+        with self._lock:
+            self._until.pop(key, None)
+            while len(self._until) >= self.max_entries:  # the oldest first
+                self._until.pop(next(iter(self._until)))
+            self._until[key] = time.monotonic() + ttl
+
+    def discard(self, key: tuple) -> None:
+        with self._lock:
+            self._until.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._until.clear()
+
+
+heavy_people = _HeavyPeople()
+
+
+def _cursor(*, prepared: bool):
+    """A cursor on Django's connection (its query logging and error wrapping included).
+    `prepared`: one that binds parameters on the server, so psycopg prepares the statement
+    (DATABASES OPTIONS `prepare_threshold`, set by MEMORYHUB_PREPARED_BELOW); Django's own
+    cursors bind on the client and never prepare."""
+    if not prepared:
+        return connection.cursor()
+    connection.ensure_connection()
+    raw = ServerBindingCursor(connection.connection)
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
 
 
 def search_mode(run: Run, intent: Intent, result: Result, params: dict, *, embedder: Embedder | None, vector_cache: dict | None) -> str:
@@ -476,10 +576,20 @@ def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder |
         params["exact_below"] = settings.MEMORYHUB_EXACT_SCAN_BELOW
     where = " AND ".join(conds)
     given_stats = bm25_stats(intent, mode, where, params)
-    sql = _sql(mode, where, intent.match, intent.fusion, exact_below, given_stats)
-    with connection.cursor() as cursor:
+    size_key = None
+    if intent.scope == "same-user" and settings.MEMORYHUB_PREPARED_BELOW > 0:
+        size_key = (run.principal.tenant_id, run.project_id, run.participant_id)
+        params["size_cap"] = settings.MEMORYHUB_PREPARED_BELOW
+    sql = _sql(mode, where, intent.match, intent.fusion, exact_below, given_stats, size_column=size_key is not None)
+    with _cursor(prepared=size_key is not None and size_key not in heavy_people) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+    if size_key is not None:
+        if rows[0][-1] >= settings.MEMORYHUB_PREPARED_BELOW:
+            heavy_people.add(size_key, settings.MEMORYHUB_PARTICIPANT_SIZE_TTL)
+        elif size_key in heavy_people:
+            heavy_people.discard(size_key)
+        rows = [row for row in rows if row[_ID_PLACE] is not None]  # the row of NULLs when nothing matched
     return _rows_to_hits(rows, intent)
 
 
