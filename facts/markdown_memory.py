@@ -25,7 +25,7 @@ from facts.models import Fact
 from facts.selectors import facts_visible, live_condition
 from facts.services import FactInput, fact_delete, fact_supersede, fact_write
 from memoryhub.errors import NotFound, ValidationFailed
-from memoryhub.services import Principal, Role
+from memoryhub.services import Principal, Role, check_participant_id
 
 MAX_FILES = 500
 MAX_ITEMS = 10_000
@@ -46,9 +46,7 @@ def folder(*, principal: Principal, participant_id: str | None = None, project_i
     the participant rule; tenant-wide keys name the project (`projectId`)."""
     participant = participant_id or principal.participant_id
     if participant is not None:
-        if not isinstance(participant, str) or not 1 <= len(participant) <= 200:
-            raise ValidationFailed("participantId must be 1 to 200 characters", errors={"participantId": ["1 to 200 characters"]})
-        principal.require_participant(participant)
+        principal.require_participant(check_participant_id(participant))
     project = principal.project_required(project_id, "Markdown memory")
     return Folder(principal=principal, project_id=project, participant_id=participant)
 

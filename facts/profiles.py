@@ -33,7 +33,7 @@ from facts.selectors import facts_visible, live_condition
 from facts.services import FactInput, _end, acting_user, fact_write
 from memoryhub.errors import ValidationFailed
 from memoryhub.selectors import project_search_config
-from memoryhub.services import Principal, Role
+from memoryhub.services import Principal, Role, check_participant_id
 from retrieval.embeddings import EmbeddingError, LocalE5, get_embedder, query_embedding
 
 logger = logging.getLogger(__name__)
@@ -63,9 +63,7 @@ class Profile:
 
 def profile(*, principal: Principal, participant_id: str, project_id: Any = None) -> Profile:
     """The profile a request names; naming the participant takes the participant rule."""
-    if not isinstance(participant_id, str) or not 1 <= len(participant_id) <= 200:
-        raise ValidationFailed("participantId must be 1 to 200 characters", errors={"participantId": ["1 to 200 characters"]})
-    principal.require_participant(participant_id)
+    principal.require_participant(check_participant_id(participant_id))
     project = principal.project_required(project_id, "A profile")
     return Profile(principal=principal, project_id=project, participant_id=participant_id)
 

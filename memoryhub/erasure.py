@@ -36,25 +36,20 @@ from django.utils import timezone
 
 from approvals.models import Approval
 from facts.models import Fact, FactRevision
-from memoryhub.errors import ValidationFailed
 from memoryhub.jobs.deletion import conversations_hard_delete, facts_hard_delete
 from memoryhub.models import ApiKey, IdempotencyRecord, Role
-from memoryhub.services import Principal
+from memoryhub.services import Principal, check_participant_id
 from retrieval.embeddings import get_embedder, query_cache_key
 from retrieval.models import Conversation, Message, MessageRole
 
 logger = logging.getLogger(__name__)
 
-MAX_PARTICIPANT_ID = 200
 _UUID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _CACHE_CHUNK = 500
 
 
 def _authorize(principal: Principal, participant_id: str) -> None:
-    if not isinstance(participant_id, str) or not 1 <= len(participant_id) <= MAX_PARTICIPANT_ID:
-        raise ValidationFailed(
-            f"participantId must be 1 to {MAX_PARTICIPANT_ID} characters", errors={"participantId": ["1 to 200 characters"]}
-        )
+    check_participant_id(participant_id)
     principal.require(Role.ADMIN)
     principal.require_participant(participant_id)
 

@@ -26,6 +26,17 @@ def _hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+MAX_PARTICIPANT_ID = 200
+
+
+def check_participant_id(participant_id: object) -> str:
+    """A participantId a request names: a string of 1 to MAX_PARTICIPANT_ID characters."""
+    if not isinstance(participant_id, str) or not 1 <= len(participant_id) <= MAX_PARTICIPANT_ID:
+        rule = f"1 to {MAX_PARTICIPANT_ID} characters"
+        raise ValidationFailed(f"participantId must be {rule}", errors={"participantId": [rule]})
+    return participant_id
+
+
 @dataclass(frozen=True)
 class Principal:
     """Who is calling and what they may do: an API key resolved to its user's role."""
