@@ -30,8 +30,8 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import DEFERRED
 from django.db.backends.postgresql.base import ServerBindingCursor
+from django.db.models import DEFERRED
 
 from facts.markdown import LAYOUT_TYPE
 from facts.models import Fact
@@ -477,11 +477,11 @@ _FACT_PLACES = [
 # generic plan after five runs), but a generic plan cannot tell a heavy participant from a
 # light one: for a person with thousands of facts its keyword leg reads all of them (4 ms
 # instead of 0.7 at 100k). So same-user statements are prepared unless the person is known
-# to hold MEMORYHUB_PREPARED_BELOW facts or more. Every such statement also returns the
+# to hold MEMORYHUB_PREPARED_BELOW facts or more. A prepared statement also returns the
 # person's size (counted up to that number, in the same round trip), so a worker learns who
-# is heavy on their first read and plans their statements each time for
-# MEMORYHUB_PARTICIPANT_SIZE_TTL seconds. A stale size costs time, never correctness: the
-# statement is the same text either way, guards included.
+# is heavy on their first read and plans their statements each time (without the count)
+# for MEMORYHUB_PARTICIPANT_SIZE_TTL seconds; then one prepared read counts again. Either
+# way the answer is the same: only the time differs.
 
 
 class _HeavyPeople:
@@ -503,10 +503,6 @@ class _HeavyPeople:
             while len(self._until) >= self.max_entries:  # the oldest first
                 self._until.pop(next(iter(self._until)))
             self._until[key] = time.monotonic() + ttl
-
-    def discard(self, key: tuple) -> None:
-        with self._lock:
-            self._until.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
@@ -576,19 +572,20 @@ def run_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedder |
         params["exact_below"] = settings.MEMORYHUB_EXACT_SCAN_BELOW
     where = " AND ".join(conds)
     given_stats = bm25_stats(intent, mode, where, params)
+    # Prepared (and counting the person's facts) unless the person is known to be heavy.
     size_key = None
     if intent.scope == "same-user" and settings.MEMORYHUB_PREPARED_BELOW > 0:
-        size_key = (run.principal.tenant_id, run.project_id, run.participant_id)
-        params["size_cap"] = settings.MEMORYHUB_PREPARED_BELOW
+        key = (run.principal.tenant_id, run.project_id, run.participant_id)
+        if key not in heavy_people:
+            size_key = key
+            params["size_cap"] = settings.MEMORYHUB_PREPARED_BELOW
     sql = _sql(mode, where, intent.match, intent.fusion, exact_below, given_stats, size_column=size_key is not None)
-    with _cursor(prepared=size_key is not None and size_key not in heavy_people) as cursor:
+    with _cursor(prepared=size_key is not None) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     if size_key is not None:
         if rows[0][-1] >= settings.MEMORYHUB_PREPARED_BELOW:
             heavy_people.add(size_key, settings.MEMORYHUB_PARTICIPANT_SIZE_TTL)
-        elif size_key in heavy_people:
-            heavy_people.discard(size_key)
         rows = [row for row in rows if row[_ID_PLACE] is not None]  # the row of NULLs when nothing matched
     return _rows_to_hits(rows, intent)
 

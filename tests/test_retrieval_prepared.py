@@ -67,19 +67,25 @@ def test_reads_are_prepared_and_answer_as_planned_ones_do(people, settings):
     assert all(generic > 0 for _, generic, _ in statements)
 
 
-def test_a_person_with_many_facts_is_learned_and_then_planned_each_time(people, settings, world):
+def test_a_person_with_many_facts_is_learned_and_then_planned_each_time(people, settings, world, django_assert_num_queries):
     client, mine, theirs = people
     settings.MEMORYHUB_PREPARED_BELOW = 5  # end-1 holds 5: not fewer
     assert {fact for fact, _, _ in retrieve(client, "end-1", "both")} == set(mine)  # prepared: not known yet
     assert len(prepared_statements()) == 1 and key(world, "end-1") in heavy_people
     for _ in range(3):
-        assert {fact for fact, _, _ in retrieve(client, "end-1", "both")} == set(mine)
+        with django_assert_num_queries(1) as planned:
+            assert {fact for fact, _, _ in retrieve(client, "end-1", "both")} == set(mine)
+        assert "participant_size" not in planned.captured_queries[-1]["sql"]  # nothing counted
     assert prepared_statements()[0][1:] == (0, 1)  # run once, never since
     retrieve(client, "end-2", "both")
     assert key(world, "end-2") in heavy_people
-    settings.MEMORYHUB_PREPARED_BELOW = 6  # now end-1's 5 are few again: learned on the next read
-    retrieve(client, "end-1", "keyword")
-    assert key(world, "end-1") not in heavy_people and key(world, "end-2") in heavy_people
+    settings.MEMORYHUB_PREPARED_BELOW = 6  # end-1's 5 are few again; known as heavy until the TTL runs out
+    settings.MEMORYHUB_PARTICIPANT_SIZE_TTL = 0
+    heavy_people.clear()
+    retrieve(client, "end-1", "keyword")  # prepared, counted again: light now
+    assert key(world, "end-1") not in heavy_people
+    retrieve(client, "end-2", "keyword")
+    assert key(world, "end-2") not in heavy_people
 
 
 def test_a_read_that_finds_nothing_still_learns_the_size(people, settings, world):
