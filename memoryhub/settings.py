@@ -122,7 +122,7 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
 # (retrieval.search: planning costs more than running them), unless the person holds this
 # many facts or more. 0 turns them off: needed behind a transaction-pooling PgBouncer
 # older than 1.21.
-MEMORYHUB_PREPARED_BELOW = int(os.environ.get("MEMORYHUB_PREPARED_BELOW", "500"))
+MEMORYHUB_PREPARED_BELOW = int(os.environ.get("MEMORYHUB_PREPARED_BELOW", "200"))
 # How long a worker remembers that a person holds that many facts.
 MEMORYHUB_PARTICIPANT_SIZE_TTL = int(os.environ.get("MEMORYHUB_PARTICIPANT_SIZE_TTL", "3600"))
 if MEMORYHUB_PREPARED_BELOW > 0:

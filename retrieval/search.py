@@ -476,8 +476,9 @@ _FACT_PLACES = [
 # 30-150 facts. A prepared statement is planned once per connection (PostgreSQL settles on a
 # generic plan after five runs), but a generic plan cannot tell a heavy participant from a
 # light one: for a person with thousands of facts its keyword leg reads all of them (4 ms
-# instead of 0.7 at 100k). So same-user statements are prepared unless the person is known
-# to hold MEMORYHUB_PREPARED_BELOW facts or more. A prepared statement also returns the
+# instead of 0.7 at 100k; a keyword-only read breaks even at a few hundred facts, hence the
+# default of 200). So same-user statements are prepared unless the person is known to hold
+# MEMORYHUB_PREPARED_BELOW facts or more. A prepared statement also returns the
 # person's size (counted up to that number, in the same round trip), so a worker learns who
 # is heavy on their first read and plans their statements each time (without the count)
 # for MEMORYHUB_PARTICIPANT_SIZE_TTL seconds; then one prepared read counts again. Either
