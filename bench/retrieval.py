@@ -1017,7 +1017,7 @@ def run(args, data_dir: Path) -> int:
     if slow:
         log("\nslowest participants (service, median ms, facts): " + "; ".join(
             f"{r['mode']}: " + ", ".join(f"{pid} {ms:.1f} ms ({n:,})" for ms, pid, n in r["slowest"]) for r in slow))
-    log("\nsql = the same statement run_intent sends, through psycopg alone (no Django, no model rows).")
+    log("\nsql = the statement run_intent sends, planned each time (a heavy person's read; a lighter person's is prepared), through psycopg alone (no Django, no model rows).")
     log("targets: service p95 within 1.5× of PERFORMANCE.md raw SQL (participant scope: keyword 1.12, semantic 16.2, "
         "hybrid 19.8 ms); HTTP hybrid p50 ≤ 5 ms, p95 ≤ 30 ms; recall@10 ≥ 0.99 (participant scope); "
         "faster than LangGraph at equal or better recall.")

@@ -194,7 +194,7 @@ def query_cache_key(model: str, text: str) -> str:
 
 def vector_literal(vector: list[float]) -> str:
     """pgvector's text form of a vector. Nine significant digits keep every bit of the
-    float4 the column stores, and the text is about half as long as Python's repr."""
+    float4 the column stores, in shorter text than Python's repr."""
     return "[" + ",".join(f"{value:.9g}" for value in vector) + "]"
 
 
