@@ -193,9 +193,10 @@ def query_cache_key(model: str, text: str) -> str:
 
 
 def vector_literal(vector: list[float]) -> str:
-    """pgvector's text form of a vector. Nine significant digits keep every bit of the
-    float4 the column stores, in shorter text than Python's repr."""
-    return "[" + ",".join(f"{value:.9g}" for value in vector) + "]"
+    """pgvector's text form of a vector: each number's repr (the shortest text that reads
+    back as the same double, as str() of the list gave), which PostgreSQL rounds to the
+    column's float4; a float32 value (the local model's) arrives bit for bit."""
+    return "[" + ",".join(map(repr, vector)) + "]"
 
 
 def query_vector_literal(embedder: Embedder, text: str) -> str:
