@@ -17,10 +17,10 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
-from django.db import connection
+
+from tests.database_url import database_url
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION = {
@@ -34,17 +34,9 @@ PRODUCTION = {
 }
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    host = db["HOST"] or "127.0.0.1"
-    host_part = quote(host, safe="") if host.startswith("/") else host
-    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
-    return f"postgres://{quote(db['USER'], safe='')}{password}@{host_part}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 def _check_deploy(extra: dict) -> subprocess.CompletedProcess:
     env = {name: value for name, value in os.environ.items() if not name.startswith(("SECURE_", "DEBUG", "ALLOWED_HOSTS"))}
-    env.update(DATABASE_URL=_database_url(), SECRET_KEY=secrets.token_urlsafe(50), **extra)
+    env.update(DATABASE_URL=database_url(), SECRET_KEY=secrets.token_urlsafe(50), **extra)
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,

@@ -117,18 +117,15 @@ def test_make_run_serves_keeps_data_and_stops_cleanly(tmp_path):
 def test_database_url_and_redis_url_switch_to_real_servers(redis_url, django_db_blocker, tmp_path):
     """The same code on a PostgreSQL named by DATABASE_URL (here: a database of its own on
     the test server) and Redis by REDIS_URL: migrate, bootstrap, serve, ready."""
-    from urllib.parse import quote
-
     from django.db import connection
 
+    from tests.database_url import database_url
+
     with django_db_blocker.unblock():
-        settings_dict = connection.settings_dict
         with connection.cursor() as cursor:
             cursor.execute("DROP DATABASE IF EXISTS memoryhub_url_test")
             cursor.execute("CREATE DATABASE memoryhub_url_test")
-    host = settings_dict["HOST"]
-    host_part = quote(host, safe="") if host.startswith("/") else host
-    url = f"postgres://{settings_dict['USER']}@{host_part}:{settings_dict['PORT'] or 5432}/memoryhub_url_test"
+    url = database_url("memoryhub_url_test")
     port = _free_port()
     env = _env(tmp_path / "unused", port) | {"DATABASE_URL": url, "REDIS_URL": redis_url}
     python = str(ROOT / ".venv/bin/python")

@@ -26,7 +26,6 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from urllib.parse import quote
 
 import httpx
 import pytest
@@ -35,6 +34,7 @@ from django.db import connection
 
 from memoryhub import scoping
 from memoryhub.celery import app as memoryhub_app
+from tests.database_url import database_url
 from tests.embedding_server import EmbeddingServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -59,14 +59,6 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def database_url() -> str:
-    settings = connection.settings_dict
-    host = settings["HOST"] or "127.0.0.1"
-    host_part = quote(host, safe="") if host.startswith("/") else host
-    password = f":{quote(settings['PASSWORD'], safe='')}" if settings.get("PASSWORD") else ""
-    return f"postgres://{quote(settings['USER'], safe='')}{password}@{host_part}:{settings['PORT'] or 5432}/{settings['NAME']}"
 
 
 class Broker:
