@@ -3,6 +3,7 @@
     with FakeChatServer([tool_call("memory_remember", {...}), text("Noted.")]) as chat:
         run_turn(..., base_url=chat.url)          # http://127.0.0.1:PORT/v1
         chat.requests                             # every request body, in order
+        chat.calls                                # each POST's path and Authorization header
 
 A real HTTP server (http.server, one thread per request) speaking the subset of
 `POST /v1/chat/completions` an agent loop uses: `model`, `messages`, `tools` in;
@@ -55,6 +56,7 @@ class FakeChatServer:
         self.script = list(script)
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.calls: list[dict[str, str | None]] = []  # per POST: path and Authorization header
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._server: ThreadingHTTPServer | None = None
@@ -133,6 +135,8 @@ def _handler(fake: FakeChatServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
+            with fake._lock:
+                fake.calls.append({"path": self.path, "auth": self.headers.get("Authorization")})
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._send(404, _error(f"No route {self.path}.", "invalid_request_error"))
                 return

@@ -9,12 +9,11 @@ the optional chat-model chooser against a real HTTP server on loopback.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from facts.profiles import CALIBRATED_THRESHOLDS, NONE_FOUND
+from tests.fake_chat_server import FakeChatServer, text
 from tests.test_cli import cli, failed, ok
 
 SEED_KEYS = ["name", "primary_language", "light_mode_preference", "editor"]
@@ -378,64 +377,32 @@ def test_profiles_import_and_export_through_the_cli(live_server, tx_world, tmp_p
 # --- the optional chat-model chooser ------------------------------------------------------------------
 
 
-class ChatServer:
-    """A real OpenAI-compatible chat endpoint on loopback that answers what it is told."""
-
-    def __init__(self):
-        self.requests: list[dict] = []
-        self.answer = "NONE"
-        self.status = 200
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": outer.answer}}]}).encode()
-                self.send_response(outer.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-
 @pytest.fixture
 def chat(settings):
-    server = ChatServer()
-    settings.MEMORYHUB_PROFILE_LLM_URL = server.url
-    settings.MEMORYHUB_PROFILE_LLM_MODEL = "tiny-chooser"
-    settings.MEMORYHUB_PROFILE_LLM_API_KEY = "sk-test"
-    yield server
-    server.server.shutdown()
+    with FakeChatServer([], model="tiny-chooser") as server:  # each test scripts its answers
+        settings.MEMORYHUB_PROFILE_LLM_URL = server.url
+        settings.MEMORYHUB_PROFILE_LLM_MODEL = "tiny-chooser"
+        settings.MEMORYHUB_PROFILE_LLM_API_KEY = "sk-test"
+        yield server
 
 
 @pytest.mark.django_db
 def test_a_chat_model_refines_the_choice_and_sees_key_names_only(world, chat):
     client = world.client()
     _seed_profile(client)
-    chat.answer = "editor, primary_language"
+    chat.script.append(text("editor, primary_language"))
     found = _relevant(client, "Which tools do I code with?")
     assert (found["keys"], found["method"]) == (["primary_language", "editor"], "llm")
-    request = chat.requests[-1]
-    assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer sk-test"
-    assert request["body"]["model"] == "tiny-chooser"
-    prompt = request["body"]["messages"][-1]["content"]
+    body = chat.requests[-1]
+    assert chat.calls[-1] == {"path": "/v1/chat/completions", "auth": "Bearer sk-test"}
+    assert body["model"] == "tiny-chooser"
+    prompt = body["messages"][-1]["content"]
     assert "Which tools do I code with?" in prompt and "light_mode_preference" in prompt
-    assert "VS Code" not in json.dumps(request["body"]) and "Sam" not in json.dumps(request["body"])  # values stay home
+    assert "VS Code" not in json.dumps(body) and "Sam" not in json.dumps(body)  # values stay home
 
-    chat.answer = "coffee_brand"  # not a key: dropped, none rather than a guess
+    chat.script.append(text("coffee_brand"))  # not a key: dropped, none rather than a guess
     assert _relevant(client, "What coffee brand do I drink?")["keys"] == []
-    chat.answer = "NONE"
+    chat.script.append(text("NONE"))
     assert _relevant(client, "What editor do I use?")["keys"] == []
 
 
@@ -443,7 +410,7 @@ def test_a_chat_model_refines_the_choice_and_sees_key_names_only(world, chat):
 def test_without_an_answer_from_the_chat_model_the_first_choice_stands(world, chat, settings):
     client = world.client()
     _seed_profile(client)
-    chat.status = 500
+    assert chat.script == []  # nothing scripted: the server answers 500
     found = _relevant(client, "What editor do I use?")
     assert (found["keys"], found["method"]) == (["editor"], "keywords")
     assert [w["code"] for w in found["warnings"]] == ["llm-unavailable"]
