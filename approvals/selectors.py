@@ -1,7 +1,7 @@
 """Reads of approvals: reviewers and admins only, and only of facts the key may see.
 
 Every queryset starts from the scoped manager (tenant and project in its SQL) and keeps
-the approvals whose fact the principal may read (facts.selectors.facts_visible), so a
+the approvals whose fact the principal may review (facts.selectors.facts_visible), so a
 participant-bound key sees only its participant's questions, as with facts.
 """
 
@@ -17,6 +17,7 @@ from facts.models import Status as FactStatus
 from facts.selectors import facts_visible
 from memoryhub.errors import NotFound, ValidationFailed
 from memoryhub.models import Role
+from memoryhub.policy import Act
 from memoryhub.services import Principal
 
 
@@ -24,7 +25,7 @@ def approvals_visible(*, principal: Principal) -> QuerySet[Approval]:
     """Every approval the principal may see; 403 below reviewer."""
     principal.require(Role.REVIEWER)
     return (
-        Approval.objects.filter(fact__in=facts_visible(principal=principal).values("id"))
+        Approval.objects.filter(fact__in=facts_visible(principal=principal, act=Act.REVIEW).values("id"))
         .select_related("fact")
         .defer("fact__embedding", "fact__search_vector")  # large, and shown nowhere
     )

@@ -9,29 +9,22 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from facts.models import Fact, FactRevision, Status
+from memoryhub import policy
 from memoryhub.errors import NotFound
-from memoryhub.models import ROLE_RANK, Role
+from memoryhub.policy import Act
 from memoryhub.services import Principal
 
 
-def facts_visible(*, principal: Principal, for_change: bool = False) -> QuerySet[Fact]:
-    """Every fact (any status) the principal may read, or change.
+def facts_visible(*, principal: Principal, act: Act = Act.READ) -> QuerySet[Fact]:
+    """Every fact (any status) the principal may `act` on, as memoryhub.policy's table says.
 
     Reading facts kept for participants takes write access (the participant rule). A
     participant-bound key reads its participant's facts and those kept for no one in
-    particular (the project's), and changes only its participant's; a read key sees
-    only the facts kept for no participant.
+    particular (the project's and the tenant's), and changes only its participant's; a read
+    key sees only the facts kept for no participant; what waits for approval, or was
+    refused, is seen by those who may review it.
     """
-    queryset = Fact.objects.all()
-    if principal.rank < ROLE_RANK[Role.REVIEWER]:
-        # What waits for approval, or was refused, is seen by reviewers only.
-        queryset = queryset.exclude(status__in=[Status.PENDING, Status.REJECTED])
-    if principal.participant_id is not None:
-        mine = Q(participant_id=principal.participant_id)
-        queryset = queryset.filter(mine if for_change else mine | Q(participant_id__isnull=True))
-    elif not principal.can_write:
-        queryset = queryset.filter(participant_id__isnull=True)
-    return queryset
+    return Fact.objects.filter(policy.fact_condition(principal, act))
 
 
 def live_condition(now: datetime | None = None) -> Q:
@@ -75,11 +68,13 @@ def fact_get(*, principal: Principal, fact_id) -> Fact:
     return fact
 
 
-def fact_for_change(*, principal: Principal, fact_id) -> Fact:
-    """The fact, locked for the rest of the transaction (the caller owns it)."""
-    fact = facts_visible(principal=principal, for_change=True).select_for_update().filter(id=fact_id).first()
+def fact_for_change(*, principal: Principal, fact_id, act: Act = Act.WRITE) -> Fact:
+    """The fact, locked for the rest of the transaction (the caller owns it); 404 when the
+    principal cannot see it, 403 when it may see it but not `act` on it (memoryhub.policy)."""
+    fact = facts_visible(principal=principal).select_for_update().filter(id=fact_id).first()
     if fact is None:
         raise NotFound("No such fact here.")
+    policy.require_object(principal, act, project_id=fact.project_id, participant_id=fact.participant_id)
     return fact
 
 

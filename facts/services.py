@@ -20,7 +20,8 @@ from django.utils import timezone
 from facts.content import content_hash, content_problems, name_problem
 from facts.models import SLOT_HOLDING, Fact, FactFields, FactRevision, InvalidationReason, Status, Trust
 from facts.selectors import fact_for_change
-from memoryhub.errors import ApplicationError, Forbidden, ValidationFailed, VersionConflict
+from memoryhub import policy
+from memoryhub.errors import ApplicationError, ParticipantNotAllowed, ValidationFailed, VersionConflict
 from memoryhub.models import Role
 from memoryhub.selectors import project_search_config
 from memoryhub.services import Principal
@@ -132,15 +133,39 @@ def _prepare(principal: Principal, data: FactInput, prefix: str = "", *, gated: 
         participant_id = principal.participant_id  # a bound key writes for its participant only
         if data.subjects is None:
             subjects = [{"kind": "participant", "id": participant_id}]
-    principal.require_participant(participant_id)
-    if project_id is None:
-        if participant_id is not None or data.conversation_id is not None:
-            err(prefix + "scope", "a tenant-wide fact names no participant or conversation; give a projectId")
-            return None, errors
-        if principal.rank < 4 and not gated:  # gated: pending until a reviewer approves it
-            raise Forbidden("Tenant-wide facts (no projectId) take an admin key.")
+    if project_id is None and (participant_id is not None or data.conversation_id is not None):
+        err(prefix + "scope", "a tenant-wide fact names no participant or conversation; give a projectId")
+        return None, errors
+    if data.conversation_id is not None:
+        participant_id = _conversation_participant(project_id, data.conversation_id, participant_id)
+        if data.subjects is None:
+            subjects = [{"kind": "participant", "id": participant_id}] if participant_id else []
+    reach = policy.reach_of(principal, project_id=project_id, participant_id=participant_id)
+    if gated and reach is policy.Reach.TENANT:
+        reach = policy.Reach.PROJECT  # pending until an admin approves it (approving takes what writing would)
+    policy.require(principal, policy.Act.WRITE, reach)
     data.participant_id = participant_id
     return _Prepared(data, project_id, canonical, text, [dict(s) for s in subjects], references), {}
+
+
+def _conversation_participant(project_id, conversation_id, participant_id: str | None) -> str | None:
+    """A fact kept in a conversation is kept for the conversation's participant, so it is read,
+    exported and erased with what they said: it takes theirs when it names none, and may not
+    name another. A conversation id that names no conversation (a caller's own) changes nothing."""
+    from retrieval.models import Conversation  # facts sit below retrieval; the model alone is read
+
+    conversation = Conversation.objects.filter(id=conversation_id).values("project_id", "participant_id").first()
+    if conversation is None:
+        return participant_id
+    if conversation["project_id"] != project_id:
+        raise ValidationFailed("scope.conversationId names a conversation of another project.",
+                               errors={"scope.conversationId": ["another project's conversation"]})
+    kept_for = conversation["participant_id"]
+    if kept_for is None:
+        return participant_id
+    if participant_id is not None and participant_id != kept_for:
+        raise ParticipantNotAllowed("scope.conversationId names a conversation kept for another participant.")
+    return kept_for
 
 
 def _check_references(principal: Principal, items: list[_Prepared], prefix_of) -> None:
@@ -375,7 +400,7 @@ def fact_verify(*, principal: Principal, fact_id) -> Fact:
     """A person vouches for the fact: trust `verified`, no expiry, as the next revision."""
     principal.require(Role.REVIEWER)
     with transaction.atomic():
-        fact = fact_for_change(principal=principal, fact_id=fact_id)
+        fact = fact_for_change(principal=principal, fact_id=fact_id, act=policy.Act.REVIEW)
         if fact.status not in SLOT_HOLDING:
             raise FactNotActive(f"The fact is {fact.status}; only active or pending facts can be verified.")
         if fact.trust == Trust.VERIFIED and fact.expires_at is None:
@@ -411,7 +436,7 @@ def _end(fact: Fact, *, status: str, reason: str, by: dict) -> Fact:
 def _pending_for_decision(principal: Principal, fact_id, verb: str) -> Fact:
     """The pending fact a reviewer decides on, locked (the caller owns the transaction)."""
     principal.require(Role.REVIEWER)
-    fact = fact_for_change(principal=principal, fact_id=fact_id)
+    fact = fact_for_change(principal=principal, fact_id=fact_id, act=policy.Act.REVIEW)
     if fact.status != Status.PENDING:
         raise FactNotActive(f"The fact is {fact.status}; only pending facts are {verb}.")
     return fact

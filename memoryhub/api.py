@@ -15,7 +15,7 @@ from rest_framework import renderers
 from rest_framework.views import APIView
 
 from memoryhub import idempotency, scoping
-from memoryhub.errors import ValidationFailed
+from memoryhub.errors import Forbidden, ValidationFailed
 from memoryhub.services import Principal
 
 
@@ -46,6 +46,9 @@ class ApiView(APIView):
     """Base of every /v1 endpoint."""
 
     idempotent_methods = frozenset({"POST"})
+    # A key whose user has no role where it points has no rights (memoryhub.policy): every
+    # endpoint refuses it, except the few that only describe the key itself (/v1/me).
+    needs_role = True
 
     @property
     def principal(self) -> Principal:
@@ -64,6 +67,8 @@ class ApiView(APIView):
             where = where or "body"
             raise ValidationFailed(f"{where} may not contain NUL (\\u0000) characters.", errors={where: ["contains NUL (\\u0000)"]})
         principal: Principal = request.auth
+        if self.needs_role and principal.role is None:
+            raise Forbidden("The key's user has no role here (a removed member?): the key has no rights.")
         self._scope_token = scoping.activate(
             scoping.Scope(tenant_id=principal.tenant_id, project_id=principal.project_id)
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -10,12 +11,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memoryhub.errors import Forbidden, NotFound, ParticipantNotAllowed, ValidationFailed
+from memoryhub import policy
+from memoryhub.errors import Forbidden, NotFound, ValidationFailed
 from memoryhub.models import ROLE_RANK, Access, ApiKey, Membership, Project, Role, Tenant
 
 KEY_PREFIX = "mh_"
@@ -39,45 +40,43 @@ def check_participant_id(participant_id: object) -> str:
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling and what they may do: an API key resolved to its user's role."""
+    """Who is calling and what they may do: an API key resolved to its user's current role.
+
+    What it may do to what is decided by memoryhub.policy (one table); the methods here
+    are the shorthand the services use.
+    """
 
     api_key_id: object
     tenant_id: object
     project_id: object | None  # None: a tenant-wide key
     user_id: int
     access: str
-    role: str | None  # the user's role where the key points; None: no membership
+    role: str | None  # the user's role where the key points; None: no membership, so no rights
     participant_id: str | None  # a participant-bound key names only this one
 
     @property
-    def can_write(self) -> bool:
-        return self.access == Access.WRITE and self.rank >= ROLE_RANK[Role.WRITER]
+    def rank(self) -> int:
+        """The key's rights: its user's role capped by its access (0 without a role)."""
+        return policy.rights(role=self.role, access=self.access)
 
     @property
-    def rank(self) -> int:
-        if self.role is None:
-            return 0
-        rank = ROLE_RANK[Role(self.role)]
-        # A read key reads, whatever its user's role.
-        return min(rank, ROLE_RANK[Role.VIEWER]) if self.access == Access.READ else rank
+    def can_write(self) -> bool:
+        return self.rank >= ROLE_RANK[Role.WRITER]
 
     def require(self, role: str) -> None:
-        """Raise 403 unless the key's rights (role capped by access) reach `role`."""
+        """Raise 403 unless the key's rights (role capped by access) reach `role` at all."""
+        if self.role is None:
+            raise Forbidden("The key's user has no role here (a removed member?): the key has no rights.")
         if self.rank < ROLE_RANK[Role(role)]:
             if self.access == Access.READ and role != Role.VIEWER:
                 raise Forbidden("This is a read key; writing needs a write key.")
             raise Forbidden(f"This needs the {role} role; the key's user does not have it here.")
 
-    def require_participant(self, participant_id: str | None) -> None:
-        """The participant rule: naming an end user takes being them or write access."""
+    def require_participant(self, participant_id: str | None, act: policy.Act = policy.Act.READ) -> None:
+        """The participant rule (memoryhub.policy): naming an end user takes being them or write access."""
         if participant_id is None:
             return
-        if self.participant_id is not None:
-            if participant_id != self.participant_id:
-                raise ParticipantNotAllowed("This key is bound to another participant.")
-            return
-        if not self.can_write:
-            raise ParticipantNotAllowed("Naming a participant takes a key bound to them or write access to the project.")
+        policy.require(self, act, policy.reach_of(self, project_id=self.project_id, participant_id=participant_id))
 
     def project_for(self, project_id) -> object:
         """The project a call acts on: the key's own, or (tenant key) the one it names."""
@@ -140,7 +139,7 @@ def membership_set(*, principal: Principal, username: str, role: str) -> Members
     A tenant-wide membership is left alone (it is changed where tenants are managed, the
     admin); nobody changes their own role here, so an admin cannot lock themselves out.
     """
-    principal.require(Role.ADMIN)
+    policy.require(principal, policy.Act.ADMIN, policy.Reach.PROJECT)
     if principal.project_id is None:
         raise ValidationFailed("A project membership needs a project.", errors={"project": ["required"]})
     if role not in Role.values:
@@ -158,7 +157,7 @@ def membership_set(*, principal: Principal, username: str, role: str) -> Members
 
 def membership_remove(*, principal: Principal, membership_id: int) -> None:
     """Remove a person's role in the principal's project (project admins); never one's own."""
-    principal.require(Role.ADMIN)
+    policy.require(principal, policy.Act.ADMIN, policy.Reach.PROJECT)
     membership = Membership.objects.filter(id=membership_id, tenant_id=principal.tenant_id, project_id=principal.project_id).first()
     if membership is None or principal.project_id is None:
         raise NotFound("No such membership in this project.")
@@ -173,6 +172,10 @@ def apikey_create(*, user, tenant: Tenant, project: Project | None, access: str,
         raise ValidationFailed("access must be read or write", errors={"access": ["must be read or write"]})
     if project is not None and project.tenant_id != tenant.id:
         raise ValidationFailed("project belongs to another tenant")
+    if role_for(user_id=user.pk, tenant_id=tenant.id, project_id=project.id if project else None) is None:
+        where = f"{tenant.slug}/{project.slug}" if project else tenant.slug
+        message = f"{user} has no role in {where}: a key acts with its user's role, so give them one first."
+        raise ValidationFailed(message, errors={"user": ["no role here"]})
     prefix = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     key = ApiKey.objects.create(
@@ -183,53 +186,58 @@ def apikey_create(*, user, tenant: Tenant, project: Project | None, access: str,
 
 
 def apikey_revoke(*, api_key: ApiKey) -> ApiKey:
+    """Revoke a key: the next request made with it, in any process, is refused."""
     if api_key.revoked_at is None:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
-    cache.delete(_KEY_CACHE + api_key.prefix)
     return api_key
 
 
-# A resolved key is kept this long in the cache (Redis when configured, else per process):
-# authentication is two queries that cost more than a whole keyword retrieval. A revoke
-# clears it at once in the shared cache; a role change takes effect within this time.
-KEY_CACHE_SECONDS = 10
-_KEY_CACHE = "apikey:"
+# One statement per request resolves a key to its row and its user's current role, so a
+# revoke, a removed membership, a changed role or a deactivated user counts from the very
+# next request in every process (no cache can outlive them). The role is the highest of the
+# user's memberships in the key's tenant (tenant-wide) and in its project.
+@functools.cache
+def _authenticate_sql() -> str:
+    return f"""
+    SELECT k.id, k.tenant_id, k.project_id, k.user_id, k.access, k.participant_id, k.secret_hash,
+           k.revoked_at IS NULL AND u.is_active, k.last_used_at,
+           (SELECT m.role FROM {Membership._meta.db_table} m
+             WHERE m.user_id = k.user_id AND m.tenant_id = k.tenant_id
+               AND (m.project_id IS NULL OR m.project_id = k.project_id)
+             ORDER BY CASE m.role {" ".join(f"WHEN '{role}' THEN {rank}" for role, rank in ROLE_RANK.items())} END DESC
+             LIMIT 1)
+    FROM {ApiKey._meta.db_table} k JOIN {get_user_model()._meta.db_table} u ON u.id = k.user_id
+    WHERE k.prefix = %s
+    """
+
+
+_NO_SECRET = "0" * 64
 
 
 def apikey_authenticate(*, raw: str) -> Principal | None:
-    """The principal for a presented key, or None when it is unknown, malformed or revoked."""
+    """The principal for a presented key, or None when it is unknown, malformed, revoked or its
+    user is deactivated. The role is read now: a user without one gets a principal with no rights."""
     if not raw.startswith(KEY_PREFIX):
         return None
     prefix, _, secret = raw[len(KEY_PREFIX):].partition("_")
     if not prefix or not secret or len(prefix) > 16:
         return None
-    entry = cache.get(_KEY_CACHE + prefix)
-    if entry is None:
-        key = ApiKey.objects.filter(prefix=prefix).first()
-        if key is None or key.revoked_at is not None:
-            entry = {"secret_hash": key.secret_hash if key else "0" * 64, "principal": None, "last_used_at": None}
-        else:
-            entry = {
-                "secret_hash": key.secret_hash,
-                "last_used_at": key.last_used_at,
-                "principal": Principal(
-                    api_key_id=key.id, tenant_id=key.tenant_id, project_id=key.project_id, user_id=key.user_id,
-                    access=key.access,
-                    role=role_for(user_id=key.user_id, tenant_id=key.tenant_id, project_id=key.project_id),
-                    participant_id=key.participant_id,
-                ),
-            }
-        cache.set(_KEY_CACHE + prefix, entry, KEY_CACHE_SECONDS)
+    with connection.cursor() as cursor:
+        cursor.execute(_authenticate_sql(), [prefix])
+        row = cursor.fetchone()
     # Compare even when no key matched, so timing does not reveal which prefixes exist.
-    if not hmac.compare_digest(entry["secret_hash"], _hash_secret(secret)) or entry["principal"] is None:
+    matches = hmac.compare_digest(row[6] if row else _NO_SECRET, _hash_secret(secret))
+    if row is None or not matches or not row[7]:
         return None
-    principal = entry["principal"]
+    key_id, tenant_id, project_id, user_id, access, participant_id, _, _, last_used_at, role = row
     now = timezone.now()
-    if entry["last_used_at"] is None or now - entry["last_used_at"] > LAST_USED_RESOLUTION:
-        ApiKey.objects.filter(pk=principal.api_key_id).update(last_used_at=now)
-        cache.set(_KEY_CACHE + prefix, entry | {"last_used_at": now}, KEY_CACHE_SECONDS)
-    return principal
+    if last_used_at is None or now - last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
+    return Principal(
+        api_key_id=key_id, tenant_id=tenant_id, project_id=project_id, user_id=user_id, access=access, role=role,
+        participant_id=participant_id,
+    )
 
 
 @transaction.atomic

@@ -58,6 +58,8 @@ def readyz(request):
 class MeView(ApiView):
     """What the presented key is: its tenant, project, access, role and participant."""
 
+    needs_role = False  # a key with no role may still ask what it is (`role: null`)
+
     @extend_schema(
         operation_id="me",
         responses=inline_serializer(

@@ -19,8 +19,10 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from memoryhub import policy
 from memoryhub.errors import Conflict, NotFound, ValidationFailed
 from memoryhub.models import Role
+from memoryhub.policy import Act
 from memoryhub.selectors import project_search_config
 from memoryhub.services import Principal
 from memoryhub.tasks import enqueue_on_commit
@@ -49,14 +51,10 @@ def validate_segment(segment: Any, field: str = "segment") -> str | None:
     return segment
 
 
-def conversations_visible(*, principal: Principal, for_change: bool = False) -> QuerySet[Conversation]:
-    """The conversations the principal may see (tenant and key project come from the scoped manager)."""
-    queryset = Conversation.objects.all()
-    if principal.participant_id is not None:
-        queryset = queryset.filter(participant_id=principal.participant_id)
-    elif not principal.can_write:
-        queryset = queryset.filter(participant_id__isnull=True)
-    return queryset
+def conversations_visible(*, principal: Principal, act: Act = Act.READ) -> QuerySet[Conversation]:
+    """The conversations the principal may `act` on (memoryhub.policy); tenant and key project
+    come from the scoped manager. Their messages follow them."""
+    return Conversation.objects.filter(policy.participant_q(principal, act=act, unattributed=True))
 
 
 def conversation_get(*, principal: Principal, conversation_id) -> Conversation:
@@ -92,7 +90,7 @@ def conversation_create(*, principal: Principal, data: ConversationInput) -> Con
     if project_id is None:
         raise ValidationFailed("Conversations live in a project: this is a tenant key, so name the projectId.", errors={"projectId": ["required with a tenant key"]})
     participant_id = data.participant_id or principal.participant_id
-    principal.require_participant(participant_id)
+    principal.require_participant(participant_id, act=Act.WRITE)
     segment = validate_segment(data.segment)
     if not Agent.objects.filter(project_id=project_id, slug=data.agent).exists():
         raise ValidationFailed("No such agent in this project; POST /v1/agents declares one.", errors={"agent": ["no such agent here"]})
@@ -106,7 +104,7 @@ def conversation_unregister(*, principal: Principal, conversation_id) -> Convers
     """Unregister: the conversation and its messages stay readable, and are never recalled again."""
     principal.require(Role.WRITER)
     with transaction.atomic():
-        conversation = conversations_visible(principal=principal, for_change=True).select_for_update().filter(id=conversation_id).first()
+        conversation = conversations_visible(principal=principal, act=Act.WRITE).select_for_update().filter(id=conversation_id).first()
         if conversation is None:
             raise NotFound("No such conversation here.")
         if conversation.unregistered_at is None:
@@ -155,7 +153,7 @@ def messages_append(*, principal: Principal, conversation_id, messages: Any) -> 
     principal.require(Role.WRITER)
     items = _message_items(messages)
     with transaction.atomic():
-        conversation = conversations_visible(principal=principal, for_change=True).select_for_update().filter(id=conversation_id).first()
+        conversation = conversations_visible(principal=principal, act=Act.WRITE).select_for_update().filter(id=conversation_id).first()
         if conversation is None:
             raise NotFound("No such conversation here.")
         if conversation.unregistered_at is not None:

@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from memoryhub import policy
 from memoryhub.api import iso_time
 from memoryhub.services import Principal
 from retrieval.embeddings import Embedder, get_embedder
@@ -123,11 +124,9 @@ def _conditions(run: Run, intent: Intent, params: dict) -> tuple[list[str], list
         if run.conversation_id is not None:
             conds.append("c.id <> %(conversation)s")
     # The guard, whatever the scope.
-    if principal.participant_id is not None:
-        params["bound"] = principal.participant_id
-        conds.append("c.participant_id = %(bound)s")
-    elif not principal.can_write:
-        conds.append("c.participant_id IS NULL")
+    visible = policy.participant_sql(principal, "c.participant_id", params, unattributed=True)
+    if visible != "TRUE":
+        conds.append(visible)
     return conds, message_conds
 
 

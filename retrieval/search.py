@@ -35,6 +35,7 @@ from django.db.models import DEFERRED
 
 from facts.markdown import LAYOUT_TYPE
 from facts.models import Fact
+from memoryhub import policy
 from memoryhub.errors import ValidationFailed
 from memoryhub.selectors import project_search_config
 from memoryhub.services import Principal
@@ -218,12 +219,11 @@ def _conditions(run: Run, intent: Intent, params: dict) -> list[str] | None:
         conds += ["f.project_id = %(project)s", "f.participant_id IS NULL", "f.conversation_id IS NULL"]
     else:  # tenant: what is kept for no one in particular, across what the key may see
         conds += ["f.participant_id IS NULL", "f.conversation_id IS NULL"]
-    # A key bound to one participant, or one without write access, never reads another person's facts.
-    if principal.participant_id is not None:
-        params["bound"] = principal.participant_id
-        conds.append("(f.participant_id IS NULL OR f.participant_id = %(bound)s)")
-    elif not principal.can_write:
-        conds.append("f.participant_id IS NULL")
+    # Whose facts the key may read (memoryhub.policy): a key bound to one participant, or one
+    # without write access, never reads another person's facts.
+    visible = policy.participant_sql(principal, "f.participant_id", params)
+    if visible != "TRUE":
+        conds.append(visible)
     return conds
 
 

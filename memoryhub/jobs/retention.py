@@ -24,11 +24,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from facts.models import Fact, Status
-from memoryhub import scoping
+from memoryhub import policy, scoping
 from memoryhub.errors import ValidationFailed
 from memoryhub.jobs.deletion import conversations_hard_delete, facts_hard_delete
 from memoryhub.jobs.locks import DEFAULT_BUDGET, SKIPPED, Budget, job_lock
-from memoryhub.models import IdempotencyRecord, RetentionPolicy, Role
+from memoryhub.models import IdempotencyRecord, RetentionPolicy
 from memoryhub.services import Principal
 from retrieval.models import Conversation
 
@@ -59,7 +59,7 @@ def retention_policy_set(
     unregistered_conversations_days: int | None,
 ) -> RetentionPolicy:
     """Set a project's retention (project admins); None keeps that kind of row forever."""
-    principal.require(Role.ADMIN)
+    policy.require(principal, policy.Act.ADMIN, policy.Reach.PROJECT)
     project_id = principal.project_for(project_id)
     if project_id is None:
         raise ValidationFailed("A retention policy belongs to a project: name its projectId.", errors={"projectId": ["required"]})
