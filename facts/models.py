@@ -188,6 +188,9 @@ class Workspace(models.Model):
     id = models.BigAutoField(primary_key=True)
     tenant = models.ForeignKey("memoryhub.Tenant", on_delete=models.CASCADE, related_name="+")
     project = models.ForeignKey("memoryhub.Project", on_delete=models.CASCADE, related_name="+")
+    # A participant-bound key keeps its working memory for its participant; any other key
+    # keeps it for the project (None). Entries, task list and tool calls alike.
+    participant_id = models.CharField(max_length=200, null=True, blank=True)
     namespace = models.CharField(max_length=200)
     tasks = models.JSONField(default=list)  # [{id, desc, status, rounds, note}]
     created_at = models.DateTimeField()
@@ -197,7 +200,10 @@ class Workspace(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "project", "namespace"], name="workspace_unique_namespace"),
+            models.UniqueConstraint(
+                fields=["tenant", "project", "participant_id", "namespace"], name="workspace_unique_namespace",
+                nulls_distinct=False,
+            ),
         ]
 
     def __str__(self) -> str:
@@ -210,6 +216,7 @@ class ToolCall(models.Model):
     id = models.BigAutoField(primary_key=True)
     tenant = models.ForeignKey("memoryhub.Tenant", on_delete=models.CASCADE, related_name="+")
     project = models.ForeignKey("memoryhub.Project", on_delete=models.CASCADE, related_name="+")
+    participant_id = models.CharField(max_length=200, null=True, blank=True)  # as the workspace's
     namespace = models.CharField(max_length=200)
     name = models.CharField(max_length=200)
     args = models.JSONField(default=dict)
@@ -220,7 +227,7 @@ class ToolCall(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["tenant", "project", "namespace", "-id"], name="toolcall_recent"),
+            models.Index(fields=["tenant", "project", "namespace", "participant_id", "-id"], name="toolcall_recent"),
         ]
 
     def __str__(self) -> str:

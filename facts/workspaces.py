@@ -57,6 +57,12 @@ class Space:
         # other key keeps it for the project.
         return self.principal.participant_id
 
+    @property
+    def rows(self) -> dict:
+        """The columns that pick this space's rows (task list, tool calls): every row kind of a
+        namespace follows the visibility of its entries (memoryhub.policy)."""
+        return {"project_id": self.project_id, "participant_id": self.participant_id, "namespace": self.namespace}
+
 
 def workspace(*, principal: Principal, namespace: str, project_id: Any = None) -> Space:
     """The namespace the request names; `projectId` is needed only by tenant-wide keys."""
@@ -314,8 +320,8 @@ def record_turn(*, space: Space, assistant_text: Any = None, tool_calls: Any = N
     with transaction.atomic():
         if calls:
             ToolCall.objects.bulk_create([
-                ToolCall(tenant_id=space.principal.tenant_id, project_id=space.project_id, namespace=space.namespace,
-                         name=c["name"], args=c["args"], result=c["result"], created_at=now)
+                ToolCall(tenant_id=space.principal.tenant_id, project_id=space.project_id, participant_id=space.participant_id,
+                         namespace=space.namespace, name=c["name"], args=c["args"], result=c["result"], created_at=now)
                 for c in calls
             ])
             _trim_tool_calls(space)
@@ -323,11 +329,16 @@ def record_turn(*, space: Space, assistant_text: Any = None, tool_calls: Any = N
     return {"saved": turn_summary(saved, key_of), "pruned": pruned, "toolCallsRecorded": len(calls)}
 
 
+def _tool_calls_of(space: Space):
+    """The space's tool calls: its namespace's, kept for the same participant (or for none)."""
+    return ToolCall.objects.filter(**space.rows)
+
+
 def _trim_tool_calls(space: Space) -> None:
-    recent = ToolCall.objects.filter(project_id=space.project_id, namespace=space.namespace).order_by("-id")
+    recent = _tool_calls_of(space).order_by("-id")
     boundary = recent.values_list("id", flat=True)[TOOL_CALLS_KEPT:TOOL_CALLS_KEPT + 1].first()
     if boundary is not None:
-        ToolCall.objects.filter(project_id=space.project_id, namespace=space.namespace, id__lte=boundary).delete()
+        _tool_calls_of(space).filter(id__lte=boundary).delete()
 
 
 def record_compaction(*, space: Space, summary: Any) -> dict:
@@ -370,14 +381,14 @@ def tasks_put(*, space: Space, tasks: Any) -> list[dict]:
         clean.append(row)
     now = timezone.now()
     Workspace.objects.update_or_create(
-        tenant_id=space.principal.tenant_id, project_id=space.project_id, namespace=space.namespace,
+        tenant_id=space.principal.tenant_id, **space.rows,
         defaults={"tasks": clean, "updated_at": now}, create_defaults={"tasks": clean, "created_at": now, "updated_at": now},
     )
     return clean
 
 
 def tasks_get(*, space: Space) -> list[dict]:
-    row = Workspace.objects.filter(project_id=space.project_id, namespace=space.namespace).first()
+    row = Workspace.objects.filter(**space.rows).first()
     return list(row.tasks) if row else []
 
 
@@ -392,7 +403,7 @@ def relations(*, space: Space) -> dict[str, list[dict]]:
         for f in facts
     ]
     calls = list(
-        ToolCall.objects.filter(project_id=space.project_id, namespace=space.namespace).order_by("-id")[:TOOL_CALLS_KEPT]
+        _tool_calls_of(space).order_by("-id")[:TOOL_CALLS_KEPT]
     )
     tool_calls = [
         {"name": c.name, "args": c.args, "result": c.result, "timestamp": iso_time(c.created_at)} for c in reversed(calls)

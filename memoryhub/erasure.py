@@ -7,6 +7,8 @@ A participant's data, within what the key sees (its project, or its whole tenant
 - the facts kept for no participant that name them as a subject
   (`{"kind": "participant", "id": …}`) or belong to one of their conversations;
 - their conversations and every message in them;
+- the working memory a key bound to them kept besides its entries (which are facts kept
+  for them): task lists and reported tool calls;
 - stored idempotency responses that carry any of it: every response to a key bound to
   them, and any response that names one of the erased facts or conversations, or their
   participant id (responses are searched as bytes, in PostgreSQL);
@@ -35,7 +37,8 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from approvals.models import Approval
-from facts.models import Fact, FactRevision
+from facts.models import Fact, FactRevision, ToolCall, Workspace
+from memoryhub import policy
 from memoryhub.jobs.deletion import conversations_hard_delete, facts_hard_delete
 from memoryhub.models import ApiKey, IdempotencyRecord, Role
 from memoryhub.services import Principal, check_participant_id
@@ -51,7 +54,7 @@ _CACHE_CHUNK = 500
 def _authorize(principal: Principal, participant_id: str) -> None:
     check_participant_id(participant_id)
     principal.require(Role.ADMIN)
-    principal.require_participant(participant_id)
+    principal.require_participant(participant_id, act=policy.Act.ADMIN)
 
 
 def _conversations(participant_id: str) -> QuerySet[Conversation]:
@@ -78,6 +81,8 @@ class ParticipantData:
     conversations: list[Conversation] = field(default_factory=list)
     messages: dict = field(default_factory=dict)  # conversation id -> [Message], in order
     approvals: list[Approval] = field(default_factory=list)
+    workspaces: list[Workspace] = field(default_factory=list)  # task lists, by namespace
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 def participant_data(*, principal: Principal, participant_id: str) -> ParticipantData:
@@ -100,6 +105,8 @@ def participant_data(*, principal: Principal, participant_id: str) -> Participan
     return ParticipantData(
         exported_at=timezone.now(), facts=facts, revisions=revisions, conversations=conversations, messages=messages,
         approvals=approvals,
+        workspaces=list(Workspace.objects.filter(participant_id=participant_id).order_by("namespace", "id")),
+        tool_calls=list(ToolCall.objects.filter(participant_id=participant_id).order_by("namespace", "id")),
     )
 
 
@@ -166,6 +173,8 @@ def participant_erase(*, principal: Principal, participant_id: str) -> Erasure:
         record_ids = _idempotency_records(principal, participant_id, [str(i) for i in fact_ids + conversation_ids])
         idempotency = IdempotencyRecord.objects.filter(id__in=record_ids).delete()[0]
         counts = facts_hard_delete(fact_ids) | conversations_hard_delete(conversation_ids)
+        counts["workspaces"] = Workspace.objects.filter(participant_id=participant_id).delete()[0]
+        counts["toolCalls"] = ToolCall.objects.filter(participant_id=participant_id).delete()[0]
     embedder = get_embedder()
     if embedder is not None:
         models.add(embedder.model)

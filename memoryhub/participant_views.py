@@ -32,11 +32,27 @@ class ExportedConversationSerializer(ConversationOutSerializer):
     messages = MessageOutSerializer(many=True, help_text="every message, in order")
 
 
+class ExportedWorkspaceSerializer(serializers.Serializer):
+    namespace = serializers.CharField()
+    tasks = serializers.ListField(child=serializers.DictField(), help_text="the task list, as PUT …/tasks keeps it")
+    updatedAt = serializers.DateTimeField()
+
+
+class ExportedToolCallSerializer(serializers.Serializer):
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    args = serializers.JSONField()
+    result = serializers.CharField()
+    createdAt = serializers.DateTimeField()
+
+
 class ParticipantExportSerializer(serializers.Serializer):
     exportedAt = serializers.DateTimeField()
     facts = ExportedFactSerializer(many=True)
     conversations = ExportedConversationSerializer(many=True)
     approvals = ApprovalOutSerializer(many=True)
+    workspaces = ExportedWorkspaceSerializer(many=True, help_text="working-memory task lists a key bound to them kept")
+    toolCalls = ExportedToolCallSerializer(many=True, help_text="tool calls a key bound to them reported")
 
 
 class ErasureCountsSerializer(serializers.Serializer):
@@ -46,6 +62,8 @@ class ErasureCountsSerializer(serializers.Serializer):
     rememberCalls = serializers.IntegerField()
     conversations = serializers.IntegerField()
     messages = serializers.IntegerField()
+    workspaces = serializers.IntegerField(help_text="working-memory task lists")
+    toolCalls = serializers.IntegerField(help_text="reported tool calls")
     embeddings = serializers.IntegerField(help_text="facts and messages that had an embedding")
     idempotencyResponses = serializers.IntegerField(help_text="stored responses to idempotent requests that held their data")
     cachedQueryEmbeddings = serializers.IntegerField(help_text="cached query embeddings of their texts")
@@ -68,6 +86,13 @@ def export_to_dict(data: erasure.ParticipantData) -> dict:
             for c in data.conversations
         ],
         "approvals": [approval_to_dict(approval) for approval in data.approvals],
+        "workspaces": [
+            {"namespace": w.namespace, "tasks": w.tasks, "updatedAt": iso_time(w.updated_at)} for w in data.workspaces
+        ],
+        "toolCalls": [
+            {"namespace": c.namespace, "name": c.name, "args": c.args, "result": c.result, "createdAt": iso_time(c.created_at)}
+            for c in data.tool_calls
+        ],
     }
 
 
