@@ -7,6 +7,7 @@ thin doors onto these functions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ from django.utils.dateparse import parse_datetime
 from facts.content import NAME_PATTERN
 from facts.models import Status, Trust
 from facts.services import FactInput, Provenance, fact_write
-from memoryhub.errors import ApplicationError, NotFound, ValidationFailed
+from memoryhub import policy
+from memoryhub.errors import ApplicationError, Conflict, NotFound, ValidationFailed
 from memoryhub.models import Role
 from memoryhub.services import Principal
 from retrieval.models import Agent, RememberCall
@@ -128,7 +130,7 @@ def _validated(data: AgentInput) -> dict:
 
 def agent_save(*, principal: Principal, project_id, data: AgentInput, create_only: bool = False, replace_only: bool = False) -> tuple[Agent, bool]:
     """Create (create_only) or replace (replace_only) an agent declaration (project admins)."""
-    principal.require(Role.ADMIN)
+    policy.require(principal, policy.Act.ADMIN, policy.Reach.PROJECT)
     fields = _validated(data)
     project_id = _project(principal, project_id)
     with transaction.atomic():
@@ -151,7 +153,7 @@ def agent_save(*, principal: Principal, project_id, data: AgentInput, create_onl
 
 
 def agent_delete(*, principal: Principal, project_id, slug: str) -> None:
-    principal.require(Role.ADMIN)
+    policy.require(principal, policy.Act.ADMIN, policy.Reach.PROJECT)
     agent = agent_get(principal=principal, project_id=project_id, slug=slug)
     agent.delete()
 
@@ -395,9 +397,9 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
     if not rules:
         raise RememberRejected(f"Agent {agent.slug!r} does not remember: it declares no memory.remember.", errors={"memory.remember": ["not declared"]})
     if call.run_id and call.tool_call_id:
-        done = RememberCall.objects.filter(agent=agent, run_id=call.run_id, tool_call_id=call.tool_call_id).first()
+        done = _remembered(turn, call)
         if done is not None:
-            return done.result | {"outcome": "replayed"}, True
+            return done
     kind, text, key, valid_until = _remember_arguments(agent, call.arguments)
     scope = rules["scope"]
     if scope == "same-user" and turn.participant_id is None:
@@ -416,7 +418,8 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
         # A fact waiting for approval holds no key slot: it must not hide the approved value.
         key=None if pending else key,
         project_id=None if scope == "tenant" else agent.project_id,
-        participant_id=turn.participant_id if scope == "same-user" else None,
+        # Kept in a conversation, a fact is its participant's (memoryhub.policy).
+        participant_id=turn.participant_id if scope in ("same-user", "same-conversation") else None,
         conversation_id=turn.conversation_id if scope == "same-conversation" else None,
         expires_at=timezone.now() + timedelta(days=rules["keepDays"]),
         valid_until=valid_until,
@@ -436,13 +439,39 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
                 result["approvalId"] = str(approval.id)
             if call.run_id and call.tool_call_id:
                 RememberCall.objects.create(
-                    tenant_id=principal.tenant_id, project_id=agent.project_id, agent=agent, run_id=call.run_id,
-                    tool_call_id=call.tool_call_id, fact=fact, result=result,
+                    tenant_id=principal.tenant_id, project_id=agent.project_id, agent=agent, participant_id=turn.participant_id,
+                    run_id=call.run_id, tool_call_id=call.tool_call_id, arguments_hash=_arguments_hash(call.arguments),
+                    fact=fact, result=result,
                 )
     except IntegrityError:
         # The same call raced us and won: answer as its replay.
-        done = RememberCall.objects.filter(agent=agent, run_id=call.run_id, tool_call_id=call.tool_call_id).first()
+        done = _remembered(turn, call) if call.run_id and call.tool_call_id else None
         if done is None:
             raise
-        return done.result | {"outcome": "replayed"}, True
+        return done
     return result, False
+
+
+class RememberReplayConflict(Conflict):
+    code, title = "remember-replay-conflict", "Other arguments under the same ids"
+
+
+def _arguments_hash(arguments: Any) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _remembered(turn: Turn, call: RememberCallInput) -> tuple[dict, bool] | None:
+    """The answer to a replay: the same agent, for the same person, with the same run and tool
+    call ids and the same arguments. Other arguments under the same ids are a 409."""
+    done = RememberCall.objects.filter(
+        agent=turn.agent, participant_id=turn.participant_id, run_id=call.run_id, tool_call_id=call.tool_call_id,
+    ).first()
+    if done is None:
+        return None
+    if done.arguments_hash and done.arguments_hash != _arguments_hash(call.arguments):
+        raise RememberReplayConflict(
+            f"runId {call.run_id!r} with toolCallId {call.tool_call_id!r} was already remembered with other arguments; "
+            "a new call takes a new toolCallId."
+        )
+    return done.result | {"outcome": "replayed"}, True

@@ -45,8 +45,11 @@ class RememberCall(models.Model):
     tenant = models.ForeignKey("memoryhub.Tenant", on_delete=models.CASCADE, related_name="+")
     project = models.ForeignKey("memoryhub.Project", on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="remember_calls")
+    participant_id = models.CharField(max_length=200, null=True, blank=True)  # the person the call was for
     run_id = models.CharField(max_length=200)
     tool_call_id = models.CharField(max_length=200)
+    # sha256 of the call's canonical arguments: a replay must send the same (empty: before this was kept).
+    arguments_hash = models.CharField(max_length=64, blank=True, default="")
     fact = models.ForeignKey("facts.Fact", on_delete=models.CASCADE, related_name="+")
     result = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -55,7 +58,9 @@ class RememberCall(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["agent", "run_id", "tool_call_id"], name="remember_call_once"),
+            models.UniqueConstraint(
+                fields=["agent", "participant_id", "run_id", "tool_call_id"], name="remember_call_once", nulls_distinct=False,
+            ),
         ]
 
 
