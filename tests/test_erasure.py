@@ -68,10 +68,15 @@ def plant(world, participant: str, canary: str, project=None) -> dict:
     ]}
     appended = bound.post(f"/v1/conversations/{conversation}/messages", said, format="json", HTTP_IDEMPOTENCY_KEY=f"said-{canary}")
     assert appended.status_code == 201
-    # A fact of that conversation, kept for no participant.
+    # A fact of that conversation, naming no participant: it is the conversation's participant's.
     in_conversation = admin.post(
         "/v1/facts", {"type": "acme.note", "content": f"{canary} asked for a refund", "scope": {"conversationId": conversation}}, format="json",
     ).json()["id"]
+    # Working memory their own key kept: a task list and a reported tool call.
+    tasks = [{"id": "t1", "desc": f"call {canary} back", "status": "open", "rounds": 0, "note": ""}]
+    assert bound.put("/v1/workspaces/desk-ws/tasks", tasks, format="json").status_code == 200
+    turn = {"toolCalls": [{"name": "crm_lookup", "args": {"who": canary}, "result": f"{canary}: gold"}]}
+    assert bound.post("/v1/workspaces/desk-ws/turns", turn, format="json").status_code in (200, 201)
     # A read that caches the query's embedding.
     retrieved = admin.post("/v1/retrieve", {
         "query": f"hello, {canary} here", "participantId": participant,
@@ -121,7 +126,7 @@ def test_erasure_removes_every_row_of_the_participant_and_nothing_else(world, pr
     before = dump()
     assert set(holding(before, canaries["mine"])) == {
         "facts_fact", "facts_factrevision", "approvals_approval", "retrieval_remembercall",
-        "retrieval_conversation", "retrieval_message", "memoryhub_idempotencyrecord",
+        "retrieval_conversation", "retrieval_message", "memoryhub_idempotencyrecord", "facts_workspace", "facts_toolcall",
     }
     with scoping.scopes_disabled():
         embedded = Fact.objects.filter(id__in=mine["facts"], embedding__isnull=False).count()
@@ -133,7 +138,7 @@ def test_erasure_removes_every_row_of_the_participant_and_nothing_else(world, pr
     body = response.json()
     assert body["erased"] == {
         "facts": 4, "revisions": 6, "approvals": 1, "rememberCalls": 1, "conversations": 1, "messages": 3,
-        "embeddings": 6, "idempotencyResponses": 2, "cachedQueryEmbeddings": 1,
+        "embeddings": 6, "idempotencyResponses": 2, "cachedQueryEmbeddings": 1, "workspaces": 1, "toolCalls": 1,
     }
     assert body["erasedAt"].endswith("Z")
     after = dump()
@@ -155,7 +160,7 @@ def test_export_holds_everything_kept_for_the_participant(world, provider, canar
     response = world.client().get("/v1/participants/end-7/export")
     assert response.status_code == 200
     document = response.json()
-    assert set(document) == {"exportedAt", "facts", "conversations", "approvals"}
+    assert set(document) == {"exportedAt", "facts", "conversations", "approvals", "workspaces", "toolCalls"}
     assert [f["id"] for f in document["facts"]] == mine["facts"]  # oldest first
     first = document["facts"][0]
     assert [r["content"] for r in first["revisions"]] == [f"{canaries['mine']} lives in Lyon", f"{canaries['mine']} moved to Nantes"]
@@ -165,6 +170,10 @@ def test_export_holds_everything_kept_for_the_participant(world, provider, canar
     assert conversation["id"] == mine["conversation"] and conversation["segment"].endswith(canaries["mine"])
     assert [m["role"] for m in conversation["messages"]] == ["user", "agent", "tool"]
     assert [a["id"] for a in document["approvals"]] == [mine["approval"]]
+    [workspace] = document["workspaces"]
+    assert workspace["namespace"] == "desk-ws" and workspace["tasks"][0]["desc"] == f"call {canaries['mine']} back"
+    [call] = document["toolCalls"]
+    assert call["name"] == "crm_lookup" and call["args"] == {"who": canaries["mine"]}
     assert canaries["other"] not in response.content.decode()
     # Exporting changes nothing, and a participant with nothing kept gets an empty document.
     assert world.client().get("/v1/participants/end-7/export").json()["facts"] == document["facts"]

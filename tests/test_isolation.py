@@ -14,7 +14,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from memoryhub.models import ApiKey
+from memoryhub.models import ApiKey, Membership
 from memoryhub.services import apikey_revoke
 
 PUBLIC = {"schema", "docs"}  # served without a key on purpose
@@ -142,6 +142,14 @@ ISO_AGENT = {
     "memory": {"remember": {"types": ["acme.preference"], "scope": "same-project"}},
 }
 
+# Endpoints whose writes administer the project (agents): not for a participant-bound key.
+ADMINISTERS = {"agents", "agent"}
+
+
+def name_of(endpoint: Endpoint) -> str:
+    return next(name for name, known in ENDPOINTS.items() if known is endpoint)
+
+
 CALLERS = ["owner", "other-project", "other-tenant", "read-key", "same-participant", "other-participant", "revoked", "no-key"]
 
 
@@ -245,6 +253,8 @@ def _expected(endpoint: Endpoint, method: str, caller: str) -> set[int]:
     if caller in endpoint.expect:
         return endpoint.expect[caller]
     writes = method in endpoint.writes
+    if name_of(endpoint) in ADMINISTERS and writes and caller in {"same-participant", "other-participant"}:
+        return {403}  # a key handed to one end user's app declares no agents (memoryhub.policy)
     if endpoint.target == "agent" and caller == "other-participant":
         caller = "same-participant"  # agents are the project's, not a participant's
     if endpoint.is_object:
@@ -304,7 +314,9 @@ def test_participant_bound_key_sees_only_its_participant(world):
     own = writer_bound.post("/v1/facts", NOTE, format="json").json()
     assert own["scope"]["participantId"] == "end-7"  # a bound key writes for its participant
     project_fact = next(f for f in listed if f["scope"]["participantId"] is None)
-    assert writer_bound.delete(f"/v1/facts/{project_fact['id']}").status_code == 404  # and changes only those
+    # and changes only those: the project's facts it reads, but may not change
+    refused = writer_bound.delete(f"/v1/facts/{project_fact['id']}")
+    assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
 
 
 @pytest.mark.django_db
@@ -328,6 +340,16 @@ def test_naming_another_tenants_project_is_404(world):
 
 @pytest.mark.django_db
 def test_a_member_without_a_role_in_the_project_is_forbidden(world):
-    # bob is a writer of acme/desk only; a key of his on acme/ops acts with no role there.
-    bob_ops = world.client(user=world.bob, project=world.ops)
-    assert bob_ops.post("/v1/facts", NOTE, format="json").status_code == 403
+    # bob is a writer of acme/desk only: no key of his is made for acme/ops, where he has no role,
+    from memoryhub.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed, match="no role"):
+        world.key(user=world.bob, project=world.ops)
+    # and a key of his whose role went away has no rights at all, reads included.
+    bob = world.client(user=world.bob)
+    assert bob.post("/v1/facts", NOTE, format="json").status_code == 201
+    Membership.objects.filter(user=world.bob).delete()
+    for response in [bob.get("/v1/facts"), bob.post("/v1/retrieve", {"query": "x", "intents": [{"scope": "same-project"}]}, format="json"),
+                     bob.post("/v1/facts", NOTE, format="json")]:
+        assert response.status_code == 403 and response.json()["code"] == "forbidden", response.content
+    assert bob.get("/v1/me").json()["role"] is None  # it may still ask what it is
