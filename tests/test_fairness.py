@@ -195,8 +195,8 @@ def test_a_full_lane_leaves_more_to_the_backfill_without_blocking_others():
 
 
 class Served:
-    def __init__(self, proc: subprocess.Popen, base: str, keys: dict[str, str], log: Path, db_name: str):
-        self.proc, self.base, self.keys, self.log, self.db_name = proc, base, keys, log, db_name
+    def __init__(self, proc: subprocess.Popen, base: str, keys: dict[str, str], log: Path, env: dict):
+        self.proc, self.base, self.keys, self.log, self.env = proc, base, keys, log, env
 
     def auth(self, tenant: str) -> dict:
         return {"Authorization": f"Bearer {self.keys[tenant]}"}
@@ -241,7 +241,7 @@ def served(django_db_blocker, tmp_path_factory):
     else:
         proc.kill()
         raise AssertionError("serve never became ready:\n" + log.read_text())
-    yield Served(proc, base, keys, log, name)
+    yield Served(proc, base, keys, log, env)
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
@@ -323,3 +323,10 @@ def test_sigterm_during_a_big_embedding_batch_stops_the_server(served):
         os.killpg(served.proc.pid, signal.SIGKILL)
         raise AssertionError("SIGTERM did not stop the server:\n" + served.log.read_text()[-3000:])
     assert "memoryhub stopped." in served.log.read_text()
+    # What it did not embed is left to the backfill job, which finds it (one batch here).
+    env = served.env | {"MEMORYHUB_BACKFILL_GRACE_SECONDS": "0"}
+    backfill = subprocess.run([PYTHON, "manage.py", "backfill", "--batch", "2", "--seconds", "0.1"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=240)
+    assert backfill.returncode == 0, backfill.stderr
+    counts = json.loads(backfill.stdout.strip().splitlines()[-1])
+    assert counts["facts"] == 2 and counts["done"] is False, counts
