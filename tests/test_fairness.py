@@ -148,7 +148,8 @@ def test_an_interrupt_stops_a_batch_between_chunks(fake):
     finally:
         embeddings.interrupt_documents(False)
     assert caught.value.transient and len(fake.requests) == 1  # the rest is left to the backfill job
-    assert len(provider.embed_documents(["again"])) == 1  # allowed again afterwards
+    provider._call = real_call
+    assert len(provider.embed_documents(["again", "and again", "once more"])) == 3  # allowed again afterwards
 
 
 # --- The in-process runner: lanes in turn, bounded -----------------------------------------
