@@ -137,6 +137,11 @@ class _DeadlineReader(io.RawIOBase):
         self._idle = idle
         self._write_timeout = write_timeout
         self.deadline = time.monotonic() + idle
+        self.received = 0  # bytes of the current request so far
+
+    def start_request(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.received = 0
 
     def readable(self) -> bool:
         return True
@@ -147,7 +152,9 @@ class _DeadlineReader(io.RawIOBase):
             raise TimeoutError("the request took too long to arrive")
         self._sock.settimeout(min(self._idle, remaining))
         try:
-            return self._sock.recv_into(buffer)
+            count = self._sock.recv_into(buffer)
+            self.received += count
+            return count
         finally:
             self._sock.settimeout(self._write_timeout)
 
@@ -164,7 +171,7 @@ class _RequestHandler(WSGIRequestHandler):
         self.rfile = io.BufferedReader(self._reader)
 
     def handle_one_request(self):
-        self._reader.deadline = time.monotonic() + self.server.read_timeout
+        self._reader.start_request(self.server.read_timeout)
         try:
             self.raw_requestline = self.rfile.readline(65537)
             if not self.raw_requestline:  # the client closed the connection
@@ -179,9 +186,10 @@ class _RequestHandler(WSGIRequestHandler):
             body = self._body()
         except TimeoutError:
             self.close_connection = True
-            logger.info("dropped %s: its request did not arrive in time", self.client_address[0])
-            with contextlib.suppress(OSError):
-                self.wfile.write(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+            if self._reader.received:  # a connection that never sent a byte is closed quietly
+                logger.info("dropped %s: its request did not arrive in time", self.client_address[0])
+                with contextlib.suppress(OSError):
+                    self.wfile.write(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
             return
         handler = ServerHandler(body, self.wfile, self.get_stderr(), self.get_environ())
         handler.request_handler = self  # backpointer for logging & connection closing
