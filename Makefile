@@ -41,7 +41,7 @@ audit: $(STAMP)
 # at three seeds, then the 5-minute load (bench/load.py; needs `pip install -e '.[bench]'`).
 RELIABILITY_TESTS := tests/test_isolation.py tests/test_retrieval_probes.py tests/test_facts_concurrency.py \
 	tests/test_idempotency.py tests/test_facts_property.py tests/test_revision_immutability.py \
-	tests/test_database_outage.py tests/test_worker.py tests/test_hardening.py tests/test_schemathesis.py
+	tests/test_database_outage.py tests/test_worker.py tests/test_fairness.py tests/test_hardening.py tests/test_schemathesis.py
 reliability: $(STAMP)
 	$(PY) -m pytest $(RELIABILITY_TESTS) $(PYTEST_ARGS)
 	for seed in 1 2 3; do SCHEMATHESIS_SEED=$$seed SCHEMATHESIS_MAX_EXAMPLES=100 $(PY) -m pytest tests/test_schemathesis.py -k finds_nothing || exit 1; done

@@ -253,6 +253,10 @@ MEMORYHUB_EMBEDDINGS_MODEL = os.environ.get("MEMORYHUB_EMBEDDINGS_MODEL", "")
 MEMORYHUB_EMBEDDING_DIMENSIONS = int(os.environ.get("MEMORYHUB_EMBEDDING_DIMENSIONS", "384"))
 MEMORYHUB_EMBEDDINGS_TIMEOUT = float(os.environ.get("MEMORYHUB_EMBEDDINGS_TIMEOUT", "30"))
 MEMORYHUB_EMBEDDINGS_BATCH = int(os.environ.get("MEMORYHUB_EMBEDDINGS_BATCH", "64"))
+# "openai": each text is cut to this many characters before it is sent (the client cannot
+# count the endpoint model's tokens; 8,000 suits OpenAI's 8,191-token models, use ~1,500
+# for 512-token ones). The local model cuts at its own 512 tokens.
+MEMORYHUB_EMBEDDINGS_MAX_CHARS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_MAX_CHARS", "8000"))
 # Recall same-conversation: the latest messages a model sees as turns, never recalled as quotes.
 MEMORYHUB_RECALL_HISTORY_WINDOW = int(os.environ.get("MEMORYHUB_RECALL_HISTORY_WINDOW", "20"))
 MEMORYHUB_EMBEDDINGS_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS", "1"))
