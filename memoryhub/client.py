@@ -341,6 +341,8 @@ class ParticipantExport(TypedDict):
     facts: list[dict[str, Any]]  # fact + {revisions}
     conversations: list[dict[str, Any]]  # conversation + {messages}
     approvals: list[Approval]
+    workspaces: list[dict[str, Any]]  # {namespace, tasks, updatedAt}: task lists a key bound to them kept
+    toolCalls: list[dict[str, Any]]  # {namespace, name, args, result, createdAt}
 
 
 class Erasure(TypedDict):
