@@ -15,7 +15,6 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from facts.content import NAME_PATTERN
 from facts.models import Status, Trust
@@ -23,6 +22,7 @@ from facts.services import FactInput, Provenance, fact_write
 from memoryhub.errors import ApplicationError, NotFound, ValidationFailed
 from memoryhub.models import Role
 from memoryhub.services import Principal
+from memoryhub.times import parse_time
 from retrieval.models import Agent, RememberCall
 from retrieval import recall as recall_
 from retrieval.conversations import conversation_find
@@ -374,8 +374,8 @@ def _remember_arguments(agent: Agent, arguments: Any) -> tuple[str, str, str | N
         )
     valid_until = arguments.get("validUntil")
     if valid_until is not None:
-        parsed = parse_datetime(valid_until) if isinstance(valid_until, str) else None
-        if parsed is None or parsed.tzinfo is None:
+        parsed = parse_time(valid_until)
+        if parsed is None:
             raise RememberRejected(
                 "`validUntil` must be an ISO 8601 time with a zone, e.g. 2026-12-31T00:00:00Z; or leave it out.",
                 errors={"arguments.validUntil": ["ISO 8601 with zone"]},
