@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, LogoutView
 from django.db.models import Count
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
@@ -306,7 +307,15 @@ def approval_decide(request, place: Place, approval_id):
             else "Rejected: no read will ever see the fact."
         )
         messages.success(request, format_html('{} <a href="{}">Open the fact</a>', what, place.url("fact", decided.fact_id)))
-    return redirect(request.POST.get("next") or place.url("approvals"))
+    return redirect(_same_site(request, request.POST.get("next")) or place.url("approvals"))
+
+
+def _same_site(request, url: str | None) -> str | None:
+    """`url` when it is a path on this site (the form sends the page it was on), else None:
+    a forged `next=https://evil.example` or `//evil.example` must not send a reviewer off-site."""
+    if url and url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return url
+    return None
 
 
 # --- conversations -------------------------------------------------------------------------------
