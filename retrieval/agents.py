@@ -7,7 +7,6 @@ thin doors onto these functions.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,6 +22,7 @@ from memoryhub.errors import ApplicationError, NotFound, ValidationFailed
 from memoryhub.models import Role
 from memoryhub.services import Principal
 from memoryhub.times import parse_time
+from memoryhub.tool_formats import memory_block, parse_memory_block  # noqa: F401  (the agent's <memory> block; parse_memory_block for callers)
 from retrieval.models import Agent, RememberCall
 from retrieval import recall as recall_
 from retrieval.conversations import conversation_find
@@ -272,22 +272,6 @@ def _memory_entry(hit: Hit) -> dict:
     entry["content"] = hit.fact.content
     entry["trust"] = hit.fact.trust
     return entry
-
-
-def memory_block(entries: list[dict]) -> str:
-    """`<memory>` + a JSON array + `</memory>`. `<`, `>` and `&` are escaped inside the JSON
-    (as \\u003c, \\u003e, \\u0026), so no content can close the block or forge a tag, and
-    json.loads of the inside gives every value back unchanged."""
-    body = json.dumps(entries, ensure_ascii=False, indent=1)
-    body = body.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-    return f"<memory>\n{body}\n</memory>"
-
-
-def parse_memory_block(text: str) -> list:
-    """The inverse of memory_block (for tests and clients)."""
-    if not (text.startswith("<memory>\n") and text.endswith("\n</memory>")):
-        raise ValueError("not a memory block")
-    return json.loads(text[len("<memory>\n"):-len("\n</memory>")])
 
 
 @dataclass
