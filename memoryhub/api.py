@@ -101,6 +101,12 @@ class ApiView(APIView):
             self._idempotency_record = idempotency.claim(principal=principal, key=key, fingerprint=fingerprint)
             self._idempotency_atomic = transaction.atomic()
             self._idempotency_atomic.__enter__()
+            try:
+                idempotency.hold(record=self._idempotency_record)
+            except idempotency.RequestInFlight:
+                self._idempotency_atomic.__exit__(None, None, None)
+                self._idempotency_atomic = None
+                raise
 
     def handle_exception(self, exc):
         if isinstance(exc, idempotency.Replay):
