@@ -7,7 +7,6 @@ idempotency protocol (memoryhub.idempotency).
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from django.db import transaction
@@ -17,6 +16,7 @@ from rest_framework.views import APIView
 
 from memoryhub import idempotency, scoping
 from memoryhub.errors import ValidationFailed
+from memoryhub.parsers import refuse_unstorable, unstorable_at
 from memoryhub.services import Principal
 
 
@@ -25,51 +25,10 @@ def iso_time(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
-# What PostgreSQL cannot store in text or jsonb: NUL, and the halves of a surrogate pair
-# (JSON's "\ud800" escape parses to a lone one, which UTF-8 cannot encode).
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def unstorable_at(value, where: str = "") -> tuple[str, str] | None:
-    """Where the first character PostgreSQL cannot store is in a parsed body
-    (`messages[0].text`), and which it is; None when there is none. Walked without
-    recursion, in the body's order."""
-    stack = [(value, where)]
-    while stack:
-        item, at = stack.pop()
-        if isinstance(item, str):
-            if found := UNSTORABLE.search(item):
-                return at, found.group()
-        elif isinstance(item, dict):
-            children = []
-            for key, child in item.items():
-                name = f"{at}.{key}" if at else str(key)
-                children += [(str(key), name), (child, name)]
-            stack.extend(reversed(children))
-        elif isinstance(item, list):
-            stack.extend(reversed([(child, f"{at}[{index}]") for index, child in enumerate(item)]))
-    return None
-
-
 def unstorable_in_url(request) -> tuple[str, str] | None:
     """The first NUL or lone surrogate in a request's path (`path`) or query (`query.q`)."""
     return unstorable_at(request.path, "path") or next(
         (found for k, v in request.GET.items() if (found := unstorable_at(f"{k}={v}", f"query.{k}"))), None
-    )
-
-
-def refuse_unstorable(found: tuple[str, str] | None) -> None:
-    """A 400 naming where the NUL or the lone surrogate is."""
-    if found is None:
-        return
-    where, char = found
-    # A key may hold it too: the name is written with escapes, as no answer can carry the character.
-    where = UNSTORABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", where) or "body"
-    if char == "\x00":
-        raise ValidationFailed(f"{where} may not contain NUL (\\u0000) characters.", errors={where: ["contains NUL (\\u0000)"]})
-    code = f"\\u{ord(char):04x}"
-    raise ValidationFailed(
-        f"{where} contains a lone surrogate ({code}): text must be valid Unicode.", errors={where: [f"contains a lone surrogate ({code})"]}
     )
 
 
@@ -87,10 +46,9 @@ class ApiView(APIView):
         # PostgreSQL stores no NUL and no lone surrogate in text or jsonb: one in the path,
         # the query or a JSON body would reach the database and fail there (500). Refused
         # here, for every endpoint.
-        found = unstorable_in_url(request)
-        if found is None and request.method in ("POST", "PUT", "PATCH"):
-            found = unstorable_at(request.data)
-        refuse_unstorable(found)
+        refuse_unstorable(unstorable_in_url(request))
+        if request.method in ("POST", "PUT", "PATCH"):
+            request.data  # parsed now, before any claim or write: memoryhub.parsers refuses the same in a body
         principal: Principal = request.auth
         self._scope_token = scoping.activate(
             scoping.Scope(tenant_id=principal.tenant_id, project_id=principal.project_id)

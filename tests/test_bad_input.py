@@ -214,6 +214,24 @@ def test_depth_is_counted_outside_strings_only():
     assert not json_depth_exceeds(_nested(MAX_BODY_DEPTH).encode())
 
 
+def test_the_parser_refuses_what_postgresql_cannot_store_however_it_is_written():
+    import io
+
+    from memoryhub.errors import ValidationFailed
+    from memoryhub.parsers import JSONParser
+
+    def parse(raw: bytes, encoding: str = "utf-8"):
+        return JSONParser().parse(io.BytesIO(raw), "application/json", {"encoding": encoding})
+
+    fine = {"t": "caf\u00e9 \U0001F600 \\u0000 \\ud800"}  # a surrogate pair, and escapes that are only text
+    assert parse(json.dumps(fine).encode()) == fine
+    assert parse(json.dumps(fine, ensure_ascii=False).encode()) == fine
+    for raw, encoding in [(b'{"t": "\\ud800"}', "utf-8"), (b'{"t": "a\\u0000"}', "utf-8"), (b'{"\\uDC00": 1}', "utf-8"),
+                          ('{"t": ["\\udfff"]}'.encode("utf-16"), "utf-16")]:
+        with pytest.raises(ValidationFailed):
+            parse(raw, encoding)
+
+
 # --- /mcp ---------------------------------------------------------------------------------------------
 
 MCP = {"HTTP_ACCEPT": "application/json, text/event-stream", "HTTP_MCP_PROTOCOL_VERSION": "2025-06-18"}
