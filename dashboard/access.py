@@ -7,6 +7,7 @@ decides, before the view runs:
 - no such project, or one the person has no role in: 404, never 403 (as in the API,
   existence is not revealed), whatever page of it was asked for;
 - a role below the page's: 403, saying which role the page needs;
+- a URL or query the services refuse (an odd namespace, an impossible time): 400, saying why;
 - otherwise the view runs, and its template renders, inside `scoping.scope(tenant,
   project)`, with `place.principal`: the person as a write key of theirs would be
   (`memoryhub.services.person_principal`). Views pass that principal to the same services
@@ -26,7 +27,8 @@ from django.urls import reverse
 
 from approvals.selectors import approvals_list
 from memoryhub import scoping
-from memoryhub.errors import Forbidden, NotFound, ParticipantNotAllowed
+from memoryhub.api import unstorable_in_url
+from memoryhub.errors import Forbidden, NotFound, ParticipantNotAllowed, ValidationFailed
 from memoryhub.models import ROLE_RANK, Project, Role
 from memoryhub.selectors import projects_for_user
 from memoryhub.services import Principal, person_principal
@@ -89,6 +91,10 @@ def not_found(request, place: Place | None = None, detail: str = "There is no su
     return page(request, place, "dashboard/error.html", {"title": "Not found", "detail": detail}, status=404)
 
 
+def bad_request(request, place: Place, detail: str):
+    return page(request, place, "dashboard/error.html", {"title": "Bad request", "detail": detail}, status=400)
+
+
 def forbidden(request, place: Place, detail: str):
     return page(request, place, "dashboard/error.html", {"title": "Not allowed", "detail": detail}, status=403)
 
@@ -111,6 +117,9 @@ def project_page(role: str = Role.VIEWER, *, section: str = ""):
             with scoping.scope(tenant_id=row.tenant_id, project_id=row.id):
                 if not place.can(role):
                     return forbidden(request, place, f"This page needs the {role} role; yours in {place.ref} is {place.role}.")
+                # What PostgreSQL cannot store (NUL) would fail in the first query naming it (500).
+                if found := unstorable_in_url(request):
+                    return bad_request(request, place, f"{found[0]} holds a character no text may hold ({ord(found[1]):#06x}).")
                 request.session[LAST_PROJECT] = place.ref
                 try:
                     response = view(request, place, *args, **kwargs)
@@ -118,6 +127,8 @@ def project_page(role: str = Role.VIEWER, *, section: str = ""):
                     response = forbidden(request, place, error.detail)
                 except NotFound as error:
                     response = not_found(request, place, error.detail)
+                except ValidationFailed as error:  # what the URL or its query names cannot be (a namespace, a time)
+                    response = bad_request(request, place, error.detail)
                 if isinstance(response, SimpleTemplateResponse) and not response.is_rendered:
                     response.render()
             return response

@@ -293,7 +293,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["memoryhub.auth.HasApiKey"],
     "DEFAULT_THROTTLE_CLASSES": ["memoryhub.throttling.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memoryhub.parsers.JSONParser"],  # DRF's, nesting bounded (deep bodies were 500s)
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memoryhub.errors.problem_exception_handler",
     "UNAUTHENTICATED_USER": None,

@@ -404,6 +404,23 @@ def test_rejecting_with_a_note_hides_the_fact_for_good(world, seed):
     assert any("already rejected" in t for t in texts(again))
 
 
+def test_a_decisions_next_stays_on_this_site(world, seed):
+    """`next` comes back from the form as the page it was on; a forged one must not send the reviewer off-site."""
+    rita = signed_in(seed.rita)
+    approval = seed.pending_approval.id
+    forged = rita.post(base() + f"approvals/{approval}/decide/", {f"{approval}-decision": "approve", "next": "https://evil.example/"})
+    assert forged.status_code == 302 and forged["Location"] == base() + "approvals/"
+    with scoping.scopes_disabled():
+        assert Approval.objects.get(id=approval).status == ApprovalStatus.APPROVED  # decided, and back to the queue
+    # Deciding again is refused, and goes back the same way: to `next` when it is this site's.
+    for bad in ["//evil.example/phish", "/\\evil.example", "https:evil.example", "javascript:alert(1)", "http://testserver.evil.example/"]:
+        response = rita.post(base() + f"approvals/{approval}/decide/", {f"{approval}-decision": "approve", "next": bad})
+        assert response.status_code == 302 and response["Location"] == base() + "approvals/", (bad, response["Location"])
+    here = base() + "approvals/?status=all"
+    response = rita.post(base() + f"approvals/{approval}/decide/", {f"{approval}-decision": "approve", "next": here})
+    assert response.status_code == 302 and response["Location"] == here
+
+
 def test_approve_in_bulk_with_one_note(world, seed):
     ids = [str(seed.pending_approval.id), str(seed.linked_approval.id)]
     response = signed_in(world.alice).post(base() + "approvals/", {"ids": ids, "decision": "approve", "note": "batch"}, follow=True)
