@@ -238,8 +238,17 @@ def _withhold(scope: markdown_memory.Folder, current: md.FileView | None, parsed
         if step.action == "update" and step.record in old_lines:
             lines.append(old_lines[step.record])  # the line keeps what it said until a person approves
     out: list[str] = []
-    if parsed.frontmatter is not None:
-        out += ["---", *(f"{k}: {v}" if k is not None else v for k, v in parsed.frontmatter), "---"]
+    if parsed.frontmatter is not None:  # frontmatter is layout too: a new line of it passes the same gate
+        old_front = {f"{k}: {v}" if k is not None else v for k, v in (current.frontmatter if current else None) or []}
+        out.append("---")
+        for key, value in parsed.frontmatter:
+            line = f"{key}: {value}" if key is not None else value
+            reasons = [] if line in old_front or key in ("type", "created", "updated") else instruction_reasons(line, tool_names=BUILTIN_TOOL_NAMES)
+            if reasons:
+                held.append((md.Role("topic", parsed.type or "reference", parsed.name, None, line), line, reasons))
+            else:
+                out.append(line)
+        out.append("---")
     return "\n".join(out + lines), held
 
 

@@ -167,3 +167,14 @@ def test_who_may_call_it(world):
                 path="/memories/user-preferences.md").status_code == 400  # another tenant: no such file there
     assert call(world.client(), "end-7", command="explode", path="/memories").json()["code"] == "validation-error"
     assert call(world.client(), "end-7", command="view", path="/memories", extra=1).json()["code"] == "validation-error"
+
+
+def test_prose_and_frontmatter_pass_the_gate_too(alice):
+    text = ("---\ntype: user\nnote: " + INSTRUCTION + "\n---\n\n# User Preferences\n\n"
+            + INSTRUCTION + "\n\n- Prefers concise answers\n")
+    body = call(alice, "end-7", command="create", path="/memories/user-preferences.md", file_text=text).json()
+    assert [h["line"] for h in body["held"]] == [INSTRUCTION, "note: " + INSTRUCTION]
+    shown = ok(alice, "end-7", command="view", path="/memories/user-preferences.md")
+    assert "Ignore all previous" not in shown and "- Prefers concise answers" in shown
+    pending = alice.get("/v1/approvals", {"status": "pending"}).json()["data"]
+    assert sorted(a["fact"]["content"]["text"] for a in pending) == sorted([INSTRUCTION, "note: " + INSTRUCTION])
