@@ -261,7 +261,7 @@ def _hold(scope: markdown_memory.Folder, role: md.Role, reasons: list[dict]) -> 
     provenance = Provenance(trust=Trust.UNVERIFIED, attributed_to=who, status=Status.PENDING)
     data = markdown_memory.fact_input(scope, md.fact_type(role.type), role.content())
     fact, _ = fact_write(principal=principal, data=data, provenance=provenance)
-    approval = approval_request(fact=fact, reasons=reasons, requested_by=who | {"via": "memory-tool"})
+    approval = approval_request(fact=fact, reasons=reasons, requested_by=who)
     return str(fact.id), str(approval.id)
 
 

@@ -183,6 +183,26 @@ def test_the_store_behaves_as_langgraph_s_in_memory_store(hub):
     assert fact["version"] == 2 and [r["content"]["text"] for r in hub.facts_revisions(fact["id"])] == ["note 1 of memories/u-1", "rewritten"]
 
 
+def test_natural_language_search_ranks_by_memoryhub_s_retrieval(hub):
+    from memoryhub.integrations.langgraph import MemoryHubStore
+
+    shared, people = MemoryHubStore(hub), MemoryHubStore(hub, participant_label=1)
+    shared.put(("team", "kb"), "deploy", {"text": "Deploys run on Tuesdays after the standup"})
+    shared.put(("team", "kb"), "lunch", {"text": "Lunch is at noon"})
+    people.put(("memories", "ann"), "drink", {"text": "Ann drinks green tea"})
+    people.put(("memories", "ben"), "drink", {"text": "Ben drinks black coffee"})
+    # the project's own items: memoryhub's retrieval (same-project), best first, with its score
+    [hit] = shared.search(("team",), query="when do deploys run")
+    assert hit.key == "deploy" and hit.score > 0
+    # one person's items: a same-user retrieval of that person only
+    assert [i.value["text"] for i in people.search(("memories", "ann"), query="what does she drink")] == ["Ann drinks green tea"]
+    # across people (no participant in the prefix): the words of the query, best share first
+    found = people.search(("memories",), query="black coffee or tea")
+    assert [i.key for i in found] == ["drink", "drink"] and found[0].value["text"] == "Ben drinks black coffee"
+    assert found[0].score > found[1].score > 0
+    assert people.search(("memories",), query="nothing matches this") == []
+
+
 def test_the_async_store_api(hub):
     from langgraph.store.memory import InMemoryStore
 
