@@ -265,8 +265,9 @@ def _hold(scope: markdown_memory.Folder, role: md.Role, reasons: list[dict]) -> 
     return str(fact.id), str(approval.id)
 
 
-def _write(scope: markdown_memory.Folder, name: str, text: str, path: str) -> list[Held]:
-    """Make file `name` hold `text` (the gate's lines held back), in the caller's transaction."""
+def _write(scope: markdown_memory.Folder, views: dict[str, md.FileView], name: str, text: str, path: str) -> tuple[list[Held], str]:
+    """Make file `name` hold `text` (the gate's lines held back), in the caller's transaction
+    and under its lock (`views`: the folder it read there); returns the held lines and the text kept."""
     parsed = md.parse(name, text)
     if parsed.errors:
         raise MemoryToolError(_problem_text(parsed, path))
@@ -276,14 +277,13 @@ def _write(scope: markdown_memory.Folder, name: str, text: str, path: str) -> li
             f"{path} would be {count} lines; the index holds at most {md.MAX_INDEX_LINES}. Nothing was written: "
             "merge related entries or move detail into topic files, then try again."
         )
-    views, _ = _files(scope)
     kept, held_lines = _withhold(scope, views.get(name), parsed)
     markdown_memory.markdown_import(scope=scope, files={name: kept})
     held = []
     for role, line, reasons in held_lines:
         fact_id, approval_id = _hold(scope, role, reasons)
         held.append(Held(name, line, fact_id, approval_id, reasons))
-    return held
+    return held, kept
 
 
 def _held_note(held: list[Held]) -> str:
@@ -310,7 +310,7 @@ def create(*, scope: markdown_memory.Folder, path: Any, file_text: Any) -> Resul
         if _exists(views, name):
             raise MemoryToolError(f"File {path} already exists")
         text, kind = _with_frontmatter(name, file_text)
-        held = _write(scope, name, text, path)
+        held, _ = _write(scope, views, name, text, path)
     note = f" (memoryhub filed it as type: {kind}; edit its frontmatter to change that)" if kind else ""
     return Result(f"File created successfully at: {path}{note}{_held_note(held)}", held)
 
@@ -339,8 +339,8 @@ def str_replace(*, scope: markdown_memory.Folder, path: Any, old_str: Any, new_s
                 f"{', '.join(map(str, starts))}. Please ensure it is unique"
             )
         changed = content[:content.find(old_str)].count("\n")
-        held = _write(scope, name, content.replace(old_str, new_str), path)
-        after = _files(scope)[0][name].text().split("\n")
+        held, kept = _write(scope, views, name, content.replace(old_str, new_str), path)
+    after = kept.split("\n")
     first = max(0, changed - 2)
     snippet = _numbered(after[first:min(len(after), changed + 3)], first + 1)
     return Result("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
@@ -364,7 +364,7 @@ def insert(*, scope: markdown_memory.Folder, path: Any, insert_line: Any, insert
         if not 0 <= insert_line <= len(lines):
             raise MemoryToolError(f"Invalid `insert_line` parameter: {insert_line}. It should be within the range [0, {len(lines)}].")
         lines.insert(insert_line, insert_text.rstrip("\n"))
-        held = _write(scope, name, "\n".join(lines) + "\n", path)
+        held, _ = _write(scope, views, name, "\n".join(lines) + "\n", path)
     return Result(f"The file {path} has been edited.{_held_note(held)}", held)
 
 
