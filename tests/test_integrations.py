@@ -203,6 +203,28 @@ def test_natural_language_search_ranks_by_memoryhub_s_retrieval(hub):
     assert people.search(("memories",), query="nothing matches this") == []
 
 
+def test_a_ttl_is_the_fact_s_expiry(hub):
+    import time
+    from datetime import datetime, timedelta, timezone
+
+    from memoryhub.integrations.langgraph import MemoryHubStore
+
+    store = MemoryHubStore(hub, participant_label=1)
+    store.put(("memories", "u-5"), "week", {"text": "On holiday this week"}, ttl=60 * 24 * 7)
+    [fact] = hub.facts_list(type="langgraph.item", participant_id="u-5")["data"]
+    expires = datetime.fromisoformat(fact["expiresAt"])
+    assert abs(expires - (datetime.now(timezone.utc) + timedelta(days=7))) < timedelta(minutes=2)
+    store.put(("memories", "u-5"), "now", {"text": "In a meeting"}, ttl=1 / 60)  # a second
+    assert store.get(("memories", "u-5"), "now") is not None
+    time.sleep(1.5)
+    assert store.get(("memories", "u-5"), "now") is None  # expired: no longer read
+    assert [i.key for i in store.search(("memories", "u-5"))] == ["week"]
+    timed = MemoryHubStore(hub, participant_label=1, ttl_config={"default_ttl": 60})
+    timed.put(("memories", "u-6"), "k", {"text": "x"})
+    [fact] = hub.facts_list(type="langgraph.item", participant_id="u-6")["data"]
+    assert fact["expiresAt"] is not None
+
+
 def test_the_async_store_api(hub):
     from langgraph.store.memory import InMemoryStore
 

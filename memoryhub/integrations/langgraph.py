@@ -15,7 +15,8 @@ Every item is one fact of type `fact_type` (default `langgraph.item`) in the key
   that person's items, export and erasure take them with the person, and a natural-language
   search of one person's items runs as a `same-user` retrieval;
 - `put` of an existing key writes the fact's next revision (its history stays readable at
-  `/v1/facts/{id}/revisions`), `delete` ends it, `put(..., ttl=minutes)` sets `expiresAt`.
+  `/v1/facts/{id}/revisions`), `delete` ends it, `put(..., ttl=minutes)` sets `expiresAt`
+  (memoryhub's expiry ends the item then; reading it does not push that back).
 
 `search` with `query` ranks by memoryhub's retrieval (`/v1/retrieve`, keyword and
 semantic, its 100 best) when the prefix fixes the participant or the store maps none;
@@ -44,6 +45,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
     validate_op_namespace,
 )
 from langgraph.store.memory import _compare_values, _does_match
@@ -89,11 +91,16 @@ def _name(value: str, what: str) -> str:
 class MemoryHubStore(BaseStore):
     """A LangGraph BaseStore whose items are memoryhub facts (see the module docstring)."""
 
+    # A put's ttl (minutes; `ttl_config={"default_ttl": ...}` for every put) is the fact's
+    # expiresAt: memoryhub's expiry ends it. Reads do not extend it (refresh_ttl is not kept).
+    supports_ttl = True
+
     def __init__(
         self, hub: MemoryHub, *, fact_type: str = DEFAULT_TYPE, participant_label: int | None = None,
-        project_id: str | None = None,
+        project_id: str | None = None, ttl_config: TTLConfig | None = None,
     ) -> None:
         self.hub, self.fact_type, self.participant_label, self.project_id = hub, fact_type, participant_label, project_id
+        self.ttl_config = ttl_config
 
     # -- mapping ---------------------------------------------------------------------------------
 
