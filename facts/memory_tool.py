@@ -37,7 +37,7 @@ from facts import markdown as md
 from facts import markdown_memory
 from facts.content import name_problem
 from facts.models import Status, Trust
-from facts.services import FactInput, Provenance, acting_user, fact_delete, fact_supersede, fact_write
+from facts.services import Provenance, acting_user, fact_delete, fact_supersede, fact_write
 from memoryhub.errors import ApplicationError, ValidationFailed
 from memoryhub.services import Principal, Role
 
@@ -209,7 +209,7 @@ def _problem_text(parsed: md.Parsed, path: str) -> str:
     return f"memoryhub could not keep {path}:{where}: {problem.message}. Nothing was written."
 
 
-def _withhold(scope: markdown_memory.Folder, current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list[tuple[md.Role, str, list[dict]]]]:
+def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list[tuple[md.Role, str, list[dict]]]]:
     """The file's text without the new lines the memory gate holds, and those lines."""
     from approvals.rules import BUILTIN_TOOL_NAMES, instruction_reasons  # the gate's public entry point
 
@@ -277,7 +277,7 @@ def _write(scope: markdown_memory.Folder, views: dict[str, md.FileView], name: s
             f"{path} would be {count} lines; the index holds at most {md.MAX_INDEX_LINES}. Nothing was written: "
             "merge related entries or move detail into topic files, then try again."
         )
-    kept, held_lines = _withhold(scope, views.get(name), parsed)
+    kept, held_lines = _withhold(views.get(name), parsed)
     markdown_memory.markdown_import(scope=scope, files={name: kept})
     held = []
     for role, line, reasons in held_lines:
