@@ -5,11 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint bench audit reliability clean help
+.PHONY: run test install lock lint bench audit reliability clean help
 
 help:
 	@echo "make run    serve memoryhub on http://127.0.0.1:$${PORT:-8000} (embedded PostgreSQL, no settings)"
 	@echo "make test   run the whole test suite"
+	@echo "make lock   update the lock files (requirements/) from pyproject.toml"
 	@echo "make audit  pip-audit: known vulnerabilities in the installed packages"
 	@echo "make reliability  the guarantees of docs/reliability.md, with the larger schemathesis run"
 
@@ -18,11 +19,24 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[dev,integrations]'
+# Installs are reproducible: every package at the version and hash of the lock file
+# (requirements/dev.txt for make run/test and CI, requirements/base.txt for the image);
+# memoryhub itself goes in editable on top, with no dependencies of its own. `make lock`
+# updates both lock files from pyproject.toml (uv, from the package registry).
+LOCK := requirements/dev.txt
+$(STAMP): $(PY) $(LOCK)
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+UV_COMPILE = $(VENV)/bin/uv pip compile pyproject.toml --generate-hashes --universal --python-version 3.12 --quiet
+lock: $(PY)
+	$(PY) -m pip install --quiet uv
+	$(UV_COMPILE) -o requirements/base.txt
+	$(UV_COMPILE) --extra dev --extra integrations -o $(LOCK)
+	@echo "requirements/ updated; commit it with the pyproject.toml change that asked for it"
 
 run: $(STAMP)
 	$(PY) manage.py serve
