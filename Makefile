@@ -24,7 +24,7 @@ $(PY):
 # memoryhub itself goes in editable on top, with no dependencies of its own. `make lock`
 # updates both lock files from pyproject.toml (uv, from the package registry).
 LOCK := requirements/dev.txt
-$(STAMP): $(PY) $(LOCK)
+$(STAMP): $(PY) $(LOCK) pyproject.toml
 	$(PY) -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
 	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
