@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
+from django.http import JsonResponse
 from django.shortcuts import render
 from django.template.response import SimpleTemplateResponse
 from django.urls import reverse
@@ -28,7 +29,7 @@ from django.urls import reverse
 from approvals.selectors import approvals_list
 from memoryhub import scoping
 from memoryhub.api import unstorable_in_url
-from memoryhub.errors import Forbidden, NotFound, ParticipantNotAllowed, ValidationFailed
+from memoryhub.errors import PROBLEM_CONTENT_TYPE, Forbidden, NotFound, ParticipantNotAllowed, ValidationFailed, problem_body
 from memoryhub.models import ROLE_RANK, Project, Role
 from memoryhub.selectors import projects_for_user
 from memoryhub.services import Principal, person_principal
@@ -92,6 +93,11 @@ def not_found(request, place: Place | None = None, detail: str = "There is no su
 
 
 def bad_request(request, place: Place, detail: str):
+    """A 400: the error page for a browser (it asks for HTML), a problem+json body for any
+    other client, as the API answers."""
+    if "text/html" not in request.headers.get("Accept", ""):
+        body = problem_body(400, ValidationFailed.code, ValidationFailed.title, detail)
+        return JsonResponse(body, status=400, content_type=PROBLEM_CONTENT_TYPE)
     return page(request, place, "dashboard/error.html", {"title": "Bad request", "detail": detail}, status=400)
 
 

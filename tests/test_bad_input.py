@@ -279,7 +279,7 @@ ODD_NAMESPACES = ["a b", "x" * 201, "a%00", "%C3%A9t%C3%A9", "a%3Fb", "a%5Cb", "
 
 
 @pytest.mark.django_db
-def test_dashboard_pages_refuse_odd_urls_with_a_400_page(world):
+def test_dashboard_pages_refuse_odd_urls_with_a_400(world):
     from django.test import Client
 
     client = Client()
@@ -293,11 +293,15 @@ def test_dashboard_pages_refuse_odd_urls_with_a_400_page(world):
     urls += [f"{base}/agents/a%00/", f"{base}/conversations/?agent=a%00", f"{base}/conversations/?participant=%00", f"{base}/facts/?a%00=1"]
     before = _snapshot()
     for url in urls:
-        response = client.get(url)
-        # The dashboard is for people: its refusals are pages (as its 403 and 404 are), with the reason.
+        # A browser (it asks for HTML) gets a page with the reason, as for the dashboard's 403 and 404;
+        response = client.get(url, HTTP_ACCEPT="text/html,application/xhtml+xml,*/*;q=0.8")
         assert response.status_code == 400, (url, response.status_code, response.content[:300])
         assert response["Content-Type"].startswith("text/html")
         assert b"Bad request" in response.content
+        # any other client a problem, as from the API.
+        response = client.get(url, HTTP_ACCEPT="*/*")
+        assert response.status_code == 400 and response["Content-Type"] == "application/problem+json", url
+        assert response.json()["code"] == "validation-error" and response.json()["detail"]
     assert _snapshot() == before
     assert client.get(f"{base}/memory/ws/").status_code == 200  # a good namespace still reads
 
