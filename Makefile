@@ -5,12 +5,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lock lint bench audit reliability clean help
+.PHONY: run test install lock lint bench audit reliability clean help gate-model
 
 help:
 	@echo "make run    serve memoryhub on http://127.0.0.1:$${PORT:-8000} (embedded PostgreSQL, no settings)"
 	@echo "make test   run the whole test suite"
 	@echo "make lock   update the lock files (requirements/) from pyproject.toml"
+	@echo "make gate-model  rebuild the memory gate's corpus and retrain its classifier (docs/benchmarks.md)"
 	@echo "make audit  pip-audit: known vulnerabilities in the installed packages"
 	@echo "make reliability  the guarantees of docs/reliability.md, with the larger schemathesis run"
 
@@ -46,6 +47,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	@echo "see bench/README.md"
+
+# The memory gate's corpus (tests/data/gate/corpus.jsonl) and classifier (approvals/intent_model.npz), rebuilt
+# from their sources: deterministic, so an unchanged source gives the same files. Then `bench/gate.py`.
+gate-model: $(STAMP)
+	$(PY) bench/gate_corpus.py
+	$(PY) -m approvals.intent_train
 
 # Known vulnerabilities (PyPI's advisory data) in what is installed; memoryhub itself is skipped (not on PyPI).
 audit: $(STAMP)

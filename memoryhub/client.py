@@ -283,6 +283,7 @@ class RememberResult(TypedDict):
     outcome: Literal["created", "superseded", "replayed"]
     version: int
     approvalId: NotRequired[str]
+    hint: NotRequired[str]
 
 
 class Conversation(TypedDict):

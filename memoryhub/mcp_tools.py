@@ -227,7 +227,9 @@ def _remember(backend: Backend, binding: Binding, args: dict) -> ToolOutcome:
     _agent(REMEMBER_TOOL, binding)
     # The arguments go as they came: the service's checks answer in words the model can act on.
     answer = backend.remember(binding, {"arguments": args} | _run_fields(binding))
-    if answer["status"] == "pending-approval":
+    if answer["status"] == "pending-approval" and answer.get("hint"):
+        text = f"Saved for review (fact {answer['factId']}): a person approves it before it is used. {answer['hint']}"
+    elif answer["status"] == "pending-approval":
         text = (f"Saved for review (fact {answer['factId']}): a person approves it before it is used. "
                 "Do not call memory_remember again for it.")
     elif answer["outcome"] == "replayed":

@@ -392,10 +392,11 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
     if scope == "same-conversation" and turn.conversation_id is None:
         raise RememberRejected(f"{turn.who} remembers per conversation: pass the run's `conversationId`.", errors={"conversationId": ["required"]})
 
-    from approvals.rules import BUILTIN_TOOL_NAMES, instruction_reasons, scope_reasons
+    from approvals.rules import BUILTIN_TOOL_NAMES, REPHRASE_HINT, scope_reasons, screen
     from approvals.services import approval_request
 
-    reasons = scope_reasons(scope) + instruction_reasons(text, tool_names=BUILTIN_TOOL_NAMES)
+    screening = screen(text, tool_names=BUILTIN_TOOL_NAMES)
+    reasons = scope_reasons(scope) + screening.reasons
     pending = bool(reasons)
     content = {"key": key, "text": text} if key else {"text": text}
     data = FactInput(
@@ -422,6 +423,8 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
             if pending:
                 approval = approval_request(fact=fact, reasons=reasons, requested_by=attributed_to)
                 result["approvalId"] = str(approval.id)
+                if screening.order_only and len(reasons) == len(screening.reasons):
+                    result["hint"] = REPHRASE_HINT  # held only for reading as an order: say how to state it
             if call.run_id and call.tool_call_id:
                 RememberCall.objects.create(
                     tenant_id=principal.tenant_id, project_id=agent.project_id, agent=agent, participant_id=turn.participant_id,

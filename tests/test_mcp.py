@@ -336,7 +336,7 @@ def test_mcp_http_takes_the_api_keys_and_nothing_else(desk):
 
 def test_each_call_is_scoped_to_the_keys_tenant_project_and_participant(desk):
     url, world, key = desk
-    secret = "owner's secret text"
+    secret = "Her favourite book is The Secret Garden."  # a preference the memory gate lets through
     with MemoryHub(url, key) as hub:
         hub.memory_save("repo-1", "note:secret", secret)
         hub.agent_remember("acme.desk", {"type": "acme.preference", "content": secret}, participant_id="end-7")
