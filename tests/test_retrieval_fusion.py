@@ -308,3 +308,21 @@ def test_project_wide_bm25_counts_its_statistics_once_per_ttl(world, settings, d
     with django_assert_num_queries(2):
         fresh = run_intent(run, parse_intent(intent), Result())
     assert len(fresh) == 5
+
+
+def test_under_rrf_the_semantic_leg_offers_its_best_limit_so_a_keyword_only_rank_one_scores_1_61(hand_made):
+    run, facts, _, _ = hand_made
+    by_id = {facts[name]["id"]: name for name in facts}
+    embedder = StubEmbedder(unit(1.0, 0.0))
+    # Semantic order: y, w, z, x, v. With limit 3 the semantic leg offers y, w, z only, so x
+    # (every word: keyword rank 1, semantic rank 4) is a keyword-only hit: exactly 1/61.
+    hits = run_intent(run, parse_intent({"scope": "same-user", "mode": "both", "limit": 3}), Result(), embedder=embedder)
+    got = {by_id[str(h.fact.id)]: h for h in hits}
+    assert [by_id[str(h.fact.id)] for h in hits] == ["y", "w", "x"]
+    assert got["x"].ranks == {"keyword": 1} and got["x"].score == 1 / 61
+    assert got["y"].ranks == {"keyword": 3, "semantic": 1} and got["y"].score == pytest.approx(1 / 63 + 1 / 61)
+    # Score fusion keeps 4 x limit (at least 40) on both legs: x is semantic rank 4 there.
+    scored = run_intent(run, parse_intent({"scope": "same-user", "mode": "both", "limit": 3, "match": "any", "fusion": "score"}), Result(), embedder=embedder)
+    wide = run_intent(run, parse_intent({"scope": "same-user", "mode": "both", "limit": 10, "match": "any", "fusion": "score"}), Result(), embedder=embedder)
+    assert {by_id[str(h.fact.id)]: h.ranks for h in wide}["x"] == {"keyword": 1, "semantic": 4}
+    assert [h.fact.id for h in scored] == [h.fact.id for h in wide][:3]
