@@ -77,8 +77,9 @@ CONFIGS: list[tuple[str, dict]] = [
     ("both (RRF)", {"mode": "both"}),
     ("keyword, match any", {"mode": "keyword", "match": "any"}),
     ("both, match any (RRF)", {"mode": "both", "match": "any"}),
-    ("both, fusion score", {"mode": "both", "fusion": "score"}),
     ("both, match any, fusion score", {"mode": "both", "match": "any", "fusion": "score"}),
+    ("both, rerank", {"mode": "both", "rerank": True}),
+    ("both, match any, fusion score, rerank", {"mode": "both", "match": "any", "fusion": "score", "rerank": True}),
 ]
 
 
@@ -412,13 +413,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="embedding threads (default $MEMORYHUB_EMBEDDINGS_THREADS or 2)")
     parser.add_argument("--half", choices=(*HALVES, "both"), default="both",
                         help="evaluate only the tuned or the held-out half (default both, reported apart)")
-    parser.add_argument("--configs", help="only these retrieval configurations (comma-separated labels as printed)")
+    parser.add_argument("--configs", help="only these retrieval configurations (labels as printed, separated by ;)")
     parser.add_argument("--json", type=Path, help="also write all figures to this JSON file")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     configs = CONFIGS
     if args.configs:
-        wanted = [label.strip() for label in args.configs.split(",") if label.strip()]
+        wanted = [label.strip() for label in args.configs.split(";") if label.strip()]
         if unknown := [label for label in wanted if label not in dict(CONFIGS)]:
             parser.error(f"unknown configuration(s): {', '.join(unknown)}; known: {', '.join(label for label, _ in CONFIGS)}")
         configs = [(label, raw) for label, raw in CONFIGS if label in wanted]
