@@ -270,6 +270,8 @@ MEMORYHUB_EXACT_SCAN_BELOW = int(os.environ.get("MEMORYHUB_EXACT_SCAN_BELOW", "8
 # How long a project's BM25 statistics (fact count, mean length) are reused by `match: any`
 # reads of a whole project or tenant before they are counted again.
 MEMORYHUB_BM25_STATS_TTL = int(os.environ.get("MEMORYHUB_BM25_STATS_TTL", "300"))
+# retrieval.rerank: the model that reorders an intent's fused candidates (`nanoranker`, or `none`).
+MEMORYHUB_RERANKER = os.environ.get("MEMORYHUB_RERANKER", "nanoranker")
 
 # --- Keyed profiles: which keys a question is about (facts.profiles) -------------------------
 # Similarity a key needs; empty: the value calibrated for the local model (other models use
