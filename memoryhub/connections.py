@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import select
 
+from django.conf import settings
+from django.db import connection as default_connection
 from django.db import connections
+from django.db.backends.postgresql.base import ServerBindingCursor
 
 
 def drop_dead_connections(**kwargs) -> None:
@@ -30,3 +33,17 @@ def drop_dead_connections(**kwargs) -> None:
             readable = True
         if readable:
             connection.close()
+
+
+def cursor(*, prepared: bool = True):
+    """A cursor on Django's connection (its query logging and error wrapping included).
+    `prepared`: one that binds parameters on the server, so psycopg prepares the statement
+    once per connection (DATABASES OPTIONS `prepare_threshold`, set when
+    MEMORYHUB_PREPARED_BELOW > 0); Django's own cursors bind on the client and never prepare."""
+    if not prepared or settings.MEMORYHUB_PREPARED_BELOW <= 0:
+        return default_connection.cursor()
+    default_connection.ensure_connection()
+    raw = ServerBindingCursor(default_connection.connection)
+    if default_connection.queries_logged:
+        return default_connection.make_debug_cursor(raw)
+    return default_connection.make_cursor(raw)

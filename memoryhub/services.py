@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memoryhub import policy
+from memoryhub import connections, policy
 from memoryhub.errors import Forbidden, NotFound, ValidationFailed
 from memoryhub.models import ROLE_RANK, Access, ApiKey, Membership, Project, Role, Tenant
 
@@ -223,7 +223,7 @@ def apikey_authenticate(*, raw: str) -> Principal | None:
     prefix, _, secret = raw[len(KEY_PREFIX):].partition("_")
     if not prefix or not secret or len(prefix) > 16:
         return None
-    with connection.cursor() as cursor:
+    with connections.cursor(prepared=True) as cursor:  # prepared once per connection: planned once
         cursor.execute(_authenticate_sql(), [prefix])
         row = cursor.fetchone()
     # Compare even when no key matched, so timing does not reveal which prefixes exist.

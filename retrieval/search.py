@@ -30,12 +30,11 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
-from django.db.backends.postgresql.base import ServerBindingCursor
 from django.db.models import DEFERRED
 
 from facts.markdown import LAYOUT_TYPE
 from facts.models import Fact
-from memoryhub import policy
+from memoryhub import connections, policy
 from memoryhub.errors import ValidationFailed
 from memoryhub.selectors import project_search_config
 from memoryhub.services import Principal
@@ -568,15 +567,8 @@ heavy_people = _HeavyPeople()
 
 
 def _cursor(*, prepared: bool):
-    """A cursor on Django's connection (its query logging and error wrapping included).
-    `prepared`: one that binds parameters on the server, so psycopg prepares the statement
-    (DATABASES OPTIONS `prepare_threshold`, set by MEMORYHUB_PREPARED_BELOW); Django's own
-    cursors bind on the client and never prepare."""
-    if not prepared:
-        return connection.cursor()
-    connection.ensure_connection()
-    raw = ServerBindingCursor(connection.connection)
-    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    """memoryhub.connections.cursor: a server-binding (prepared) cursor, or Django's own."""
+    return connections.cursor(prepared=prepared)
 
 
 def search_mode(run: Run, intent: Intent, result: Result, params: dict, *, embedder: Embedder | None, vector_cache: dict | None) -> str:
