@@ -14,7 +14,9 @@ from django.db.models import QuerySet
 from approvals.models import Approval, ApprovalStatus
 from approvals.rules import instruction_reasons
 from facts.models import Status as FactStatus
-from facts.selectors import facts_visible
+from facts.models import Fact
+from facts.selectors import facts_visible, slot_value
+from memoryhub import scoping
 from memoryhub.errors import NotFound, ValidationFailed
 from memoryhub.models import Role
 from memoryhub.policy import Act
@@ -66,3 +68,13 @@ def approval_current_reasons(*, approval: Approval) -> list[dict]:
     """
     names = [r["match"] for r in approval.reasons if r.get("rule") == "tool-name" and isinstance(r.get("match"), str)]
     return instruction_reasons(approval.fact.text, tool_names=names)
+
+
+def approval_replaces(*, approval: Approval) -> Fact | None:
+    """The active value of the key slot that approving would end (None: a keyless fact, an
+    empty slot, or a question already closed). The slot is the pending fact's own scope, so
+    whoever may review the fact may see its value; it is read in the approval's tenant."""
+    if approval.status != ApprovalStatus.PENDING or approval.fact.status != FactStatus.PENDING or approval.fact.key is None:
+        return None
+    with scoping.scope(tenant_id=approval.tenant_id):
+        return slot_value(fact=approval.fact)

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from facts.content import content_hash, content_problems, name_problem
 from facts.models import SLOT_HOLDING, Fact, FactFields, FactRevision, InvalidationReason, Status, Trust
-from facts.selectors import fact_for_change
+from facts.selectors import fact_for_change, slot_filter, slot_value
 from memoryhub import policy
 from memoryhub.errors import ApplicationError, ParticipantNotAllowed, ValidationFailed, VersionConflict
 from memoryhub.models import Role
@@ -256,20 +256,21 @@ def _next_revision(fact: Fact, *, recorded_by: dict, reason: str = InvalidationR
     return fact
 
 
-def _slot_filter(tenant_id, item: _Prepared) -> dict:
+def _slot_filter(tenant_id, item: _Prepared, status: str) -> dict:
     data = item.data
-    return {
-        "tenant_id": tenant_id, "project_id": item.project_id, "participant_id": data.participant_id,
-        "conversation_id": data.conversation_id, "namespace": data.namespace, "type": data.type, "key": data.key,
-        "status__in": SLOT_HOLDING,
-    }
+    return slot_filter(
+        tenant_id=tenant_id, project_id=item.project_id, participant_id=data.participant_id,
+        conversation_id=data.conversation_id, namespace=data.namespace, type=data.type, key=data.key, status=status,
+    )
 
 
 def _write_one(principal: Principal, item: _Prepared, provenance: Provenance) -> tuple[Fact, str]:
-    """Insert the fact, or supersede the live fact that holds its key slot."""
+    """Insert the fact, or supersede the fact that holds its key slot in the same status: an
+    active write replaces the slot's value, a pending one the value awaiting approval (the
+    active value stays until that is approved: `fact_approve`)."""
     for attempt in range(3):
         if item.data.key is not None:
-            holder = Fact.objects.select_for_update().filter(**_slot_filter(principal.tenant_id, item)).first()
+            holder = Fact.objects.select_for_update().filter(**_slot_filter(principal.tenant_id, item, provenance.status)).first()
             if holder is not None:
                 _apply(holder, item, provenance)
                 return _next_revision(holder, recorded_by=provenance.attributed_to), "superseded"
@@ -443,9 +444,18 @@ def _pending_for_decision(principal: Principal, fact_id, verb: str) -> Fact:
 
 
 def fact_approve(*, principal: Principal, fact_id) -> Fact:
-    """A pending fact becomes active, as its next revision (reviewer or admin)."""
+    """A pending fact becomes active, as its next revision (reviewer or admin).
+
+    A keyed fact takes its slot: the active value there (if any) is ended as superseded —
+    its last revision closes with reason `superseded`, invalidated by the approver, and the
+    fact's status becomes `deleted` — so the slot keeps one live value and both histories
+    stay readable (`slot_value` shows reviewers what approving would replace).
+    """
     with transaction.atomic():
         fact = _pending_for_decision(principal, fact_id, "approved")
+        replaced = slot_value(fact=fact, lock=True)
+        if replaced is not None:
+            _end(replaced, status=Status.DELETED, reason=InvalidationReason.SUPERSEDED, by=acting_user(principal))
         fact.status = Status.ACTIVE
         return _next_revision(fact, recorded_by=acting_user(principal))
 

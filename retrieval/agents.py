@@ -415,8 +415,9 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
     content = {"key": key, "text": text} if key else {"text": text}
     data = FactInput(
         type=kind, content=content,
-        # A fact waiting for approval holds no key slot: it must not hide the approved value.
-        key=None if pending else key,
+        # A fact waiting for approval keeps its key: it replaces the slot's pending value, and
+        # the active value only once approved (facts.services.fact_approve).
+        key=key,
         project_id=None if scope == "tenant" else agent.project_id,
         # Kept in a conversation, a fact is its participant's (memoryhub.policy).
         participant_id=turn.participant_id if scope in ("same-user", "same-conversation") else None,
