@@ -253,6 +253,12 @@ MEMORYHUB_EMBEDDINGS_MODEL = os.environ.get("MEMORYHUB_EMBEDDINGS_MODEL", "")
 MEMORYHUB_EMBEDDING_DIMENSIONS = int(os.environ.get("MEMORYHUB_EMBEDDING_DIMENSIONS", "384"))
 MEMORYHUB_EMBEDDINGS_TIMEOUT = float(os.environ.get("MEMORYHUB_EMBEDDINGS_TIMEOUT", "30"))
 MEMORYHUB_EMBEDDINGS_BATCH = int(os.environ.get("MEMORYHUB_EMBEDDINGS_BATCH", "64"))
+# A write of up to INLINE_MAX facts (a single write, a small batch, remember) embeds them
+# inside the request when the provider answers within INLINE_BUDGET_MS, so the answer shows
+# `embeddingModel` and the next read finds them by meaning; otherwise, and for bulk
+# imports, after commit (retrieval.inline). 0 ms: always after commit.
+MEMORYHUB_EMBEDDINGS_INLINE_BUDGET_MS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_INLINE_BUDGET_MS", "200"))
+MEMORYHUB_EMBEDDINGS_INLINE_MAX = int(os.environ.get("MEMORYHUB_EMBEDDINGS_INLINE_MAX", "16"))
 # Recall same-conversation: the latest messages a model sees as turns, never recalled as quotes.
 MEMORYHUB_RECALL_HISTORY_WINDOW = int(os.environ.get("MEMORYHUB_RECALL_HISTORY_WINDOW", "20"))
 MEMORYHUB_EMBEDDINGS_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS", "1"))
