@@ -38,6 +38,10 @@ class FactNotActive(ApplicationError):
     status, code, title = 409, "fact-not-active", "Fact is not active"
 
 
+class SlotChanged(ApplicationError):
+    status, code, title = 409, "slot-changed", "The key's value changed"
+
+
 @dataclass
 class FactInput:
     """A fact as a client asks for it, before the server decides scope, trust and attribution."""
@@ -485,7 +489,11 @@ def fact_approve(*, principal: Principal, fact_id) -> Fact:
         if replaced is not None:
             _end(replaced, status=Status.DELETED, reason=InvalidationReason.SUPERSEDED, by=acting_user(principal))
         fact.status = Status.ACTIVE
-        return _next_revision(fact, recorded_by=acting_user(principal))
+        try:
+            with transaction.atomic():
+                return _next_revision(fact, recorded_by=acting_user(principal))
+        except IntegrityError:  # a writer filled the empty slot meanwhile: nothing is changed
+            raise SlotChanged("The key's value was written while approving; nothing changed. Approve again to replace it.") from None
 
 
 def fact_reject(*, principal: Principal, fact_id) -> Fact:

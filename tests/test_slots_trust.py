@@ -259,3 +259,50 @@ def test_a_failing_provider_never_fails_the_write(world, provider, after_commit_
     provider.fail_next = 100
     response = world.client().post("/v1/facts", {"type": "acme.note", "content": ORDER}, format="json")
     assert response.status_code == 201 and response.json()["embeddingModel"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_value_written_while_approving_makes_the_approval_409_and_changes_nothing(tx_world):
+    import threading
+
+    from django.db import connection as thread_connection, transaction
+
+    from facts.services import FactInput, fact_write
+    from memoryhub import scoping
+    from memoryhub.models import Access
+    from memoryhub.services import Principal, role_for
+
+    client = tx_world.client()
+    assert client.post("/v1/agents", DESK, format="json").status_code == 201
+    held = remember(client, HELD)
+    written, go = threading.Event(), threading.Event()
+
+    def writer():  # fills the empty slot in a transaction that commits only once the approval waits on it
+        alice, desk = tx_world.alice, tx_world.desk
+        principal = Principal(
+            api_key_id=None, tenant_id=desk.tenant_id, project_id=desk.id, user_id=alice.pk, access=Access.WRITE,
+            role=role_for(user_id=alice.pk, tenant_id=desk.tenant_id, project_id=desk.id), participant_id=None,
+        )
+        try:
+            with scoping.scope(tenant_id=desk.tenant_id, project_id=desk.id), transaction.atomic():
+                fact_write(principal=principal, data=FactInput(
+                    type="acme.preference", content={"text": "Prefers fax."}, key="contact-channel", participant_id="end-7",
+                ), embed_inline=False)
+                written.set()
+                go.wait(5)
+                time.sleep(1.5)  # the approval is blocked on the slot's unique index by now
+        finally:
+            thread_connection.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert written.wait(10)
+    go.set()
+    refused = client.post(f"/v1/approvals/{held['approvalId']}/approve", {}, format="json")
+    thread.join(10)
+    assert refused.status_code == 409 and refused.json()["code"] == "slot-changed", refused.content
+    assert client.get(f"/v1/facts/{held['factId']}").json()["status"] == "pending"
+    assert client.get(f"/v1/approvals/{held['approvalId']}").json()["status"] == "pending"
+    approved = client.post(f"/v1/approvals/{held['approvalId']}/approve", {}, format="json")  # again: it replaces the fax
+    assert approved.status_code == 200
+    assert live_ids(client) == [held["factId"]]
