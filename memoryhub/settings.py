@@ -259,6 +259,8 @@ MEMORYHUB_EMBEDDINGS_BATCH = int(os.environ.get("MEMORYHUB_EMBEDDINGS_BATCH", "6
 # imports, after commit (retrieval.inline). 0 ms: always after commit.
 MEMORYHUB_EMBEDDINGS_INLINE_BUDGET_MS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_INLINE_BUDGET_MS", "200"))
 MEMORYHUB_EMBEDDINGS_INLINE_MAX = int(os.environ.get("MEMORYHUB_EMBEDDINGS_INLINE_MAX", "16"))
+# After the provider misses the budget or fails, writes skip it inline for this long.
+MEMORYHUB_EMBEDDINGS_INLINE_COOLDOWN_SECONDS = float(os.environ.get("MEMORYHUB_EMBEDDINGS_INLINE_COOLDOWN_SECONDS", "30"))
 # Recall same-conversation: the latest messages a model sees as turns, never recalled as quotes.
 MEMORYHUB_RECALL_HISTORY_WINDOW = int(os.environ.get("MEMORYHUB_RECALL_HISTORY_WINDOW", "20"))
 MEMORYHUB_EMBEDDINGS_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS", "1"))

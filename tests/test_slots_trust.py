@@ -306,3 +306,20 @@ def test_a_value_written_while_approving_makes_the_approval_409_and_changes_noth
     approved = client.post(f"/v1/approvals/{held['approvalId']}/approve", {}, format="json")  # again: it replaces the fax
     assert approved.status_code == 200
     assert live_ids(client) == [held["factId"]]
+
+
+def test_after_a_miss_writes_skip_the_provider_inline_for_the_cooldown(provider, settings):  # noqa: F811
+    from retrieval.inline import embed_within_budget
+
+    settings.MEMORYHUB_EMBEDDINGS_INLINE_BUDGET_MS = 200
+    settings.MEMORYHUB_EMBEDDINGS_INLINE_COOLDOWN_SECONDS = 1
+    provider.hold_request = 1
+    assert embed_within_budget(["first"]) is None and provider.holding.is_set()
+    started = time.monotonic()
+    assert embed_within_budget(["second"]) is None  # not asked: the provider missed the budget just now
+    assert time.monotonic() - started < 0.1 and provider.requests == 1
+    provider.release.set()
+    time.sleep(1.1)  # the cooldown ran out: asked again, and used again
+    embedded = embed_within_budget(["third"])
+    assert embedded is not None and embedded.model == "model-a" and len(embedded.vectors) == 1
+    assert provider.requests == 2
