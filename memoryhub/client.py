@@ -64,6 +64,7 @@ __all__ = [
     "MemoryHubError",
     "MemoryKeys",
     "MemorySaved",
+    "MemoryToolResult",
     "MemorySearch",
     "Message",
     "MessageInput",
@@ -283,6 +284,7 @@ class RememberResult(TypedDict):
     outcome: Literal["created", "superseded", "replayed"]
     version: int
     approvalId: NotRequired[str]
+    hint: NotRequired[str]
 
 
 class Conversation(TypedDict):
@@ -342,6 +344,8 @@ class ParticipantExport(TypedDict):
     facts: list[dict[str, Any]]  # fact + {revisions}
     conversations: list[dict[str, Any]]  # conversation + {messages}
     approvals: list[Approval]
+    workspaces: list[dict[str, Any]]  # {namespace, tasks, updatedAt}: task lists a key bound to them kept
+    toolCalls: list[dict[str, Any]]  # {namespace, name, args, result, createdAt}
 
 
 class Erasure(TypedDict):
@@ -384,6 +388,13 @@ class MemoryKeys(TypedDict):
 class MemoryDeleted(TypedDict):
     key: str
     text: str
+
+
+class MemoryToolResult(TypedDict):
+    """`POST /v1/memory-tool/{who}`: the tool result for the model, and lines held for approval."""
+
+    text: str
+    held: list[dict[str, Any]]  # {file, line, factId, approvalId, reasons}
 
 
 class QueryResult(TypedDict):
@@ -857,6 +868,13 @@ class MemoryHub:
     def memory_tasks(self, namespace: str, *, project_id: str | None = None) -> list[Task]:
         return cast(list[Task], self._request("GET", _space(namespace, "/tasks"), params=_params(projectId=project_id)))
 
+    def memory_tool(self, who: str, command: Mapping[str, Any], *, project_id: str | None = None) -> MemoryToolResult:
+        """Claude's memory tool: one call's `input` (`{"command": "view", "path": "/memories"}`) on the
+        MEMORY.md folder of `who` (a participant id, or `namespace:NAME`). A refused command raises
+        MemoryHubError `memory-tool-error` whose `detail` is the error text for the model."""
+        return cast(MemoryToolResult, self._request("POST", f"/v1/memory-tool/{_seg(who)}", params=_params(projectId=project_id),
+                                                    json=dict(command)))
+
     def memory_block(
         self, namespace: str, *, prompt: str | None = None, budget: int | None = None, standing_rule: bool = False,
         project_id: str | None = None,
@@ -1256,6 +1274,11 @@ class AsyncMemoryHub:
 
     async def memory_tasks(self, namespace: str, *, project_id: str | None = None) -> list[Task]:
         return cast(list[Task], await self._request("GET", _space(namespace, "/tasks"), params=_params(projectId=project_id)))
+
+    async def memory_tool(self, who: str, command: Mapping[str, Any], *, project_id: str | None = None) -> MemoryToolResult:
+        """Claude's memory tool: see MemoryHub.memory_tool."""
+        return cast(MemoryToolResult, await self._request("POST", f"/v1/memory-tool/{_seg(who)}", params=_params(projectId=project_id),
+                                                          json=dict(command)))
 
     async def memory_block(
         self, namespace: str, *, prompt: str | None = None, budget: int | None = None, standing_rule: bool = False,

@@ -253,6 +253,10 @@ MEMORYHUB_EMBEDDINGS_MODEL = os.environ.get("MEMORYHUB_EMBEDDINGS_MODEL", "")
 MEMORYHUB_EMBEDDING_DIMENSIONS = int(os.environ.get("MEMORYHUB_EMBEDDING_DIMENSIONS", "384"))
 MEMORYHUB_EMBEDDINGS_TIMEOUT = float(os.environ.get("MEMORYHUB_EMBEDDINGS_TIMEOUT", "30"))
 MEMORYHUB_EMBEDDINGS_BATCH = int(os.environ.get("MEMORYHUB_EMBEDDINGS_BATCH", "64"))
+# "openai": each text is cut to this many characters before it is sent (the client cannot
+# count the endpoint model's tokens; 8,000 suits OpenAI's 8,191-token models, use ~1,500
+# for 512-token ones). The local model cuts at its own 512 tokens.
+MEMORYHUB_EMBEDDINGS_MAX_CHARS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_MAX_CHARS", "8000"))
 # A write of up to INLINE_MAX facts (a single write, a small batch, remember) embeds them
 # inside the request when the provider answers within INLINE_BUDGET_MS, so the answer shows
 # `embeddingModel` and the next read finds them by meaning; otherwise, and for bulk
@@ -297,7 +301,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["memoryhub.auth.HasApiKey"],
     "DEFAULT_THROTTLE_CLASSES": ["memoryhub.throttling.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memoryhub.parsers.JSONParser"],  # DRF's, nesting bounded (deep bodies were 500s)
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memoryhub.errors.problem_exception_handler",
     "UNAUTHENTICATED_USER": None,

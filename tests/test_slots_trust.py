@@ -62,11 +62,11 @@ def test_remember_approve_remember_again_keeps_one_live_value(world, desk):
     approved = desk.get(f"/v1/facts/{held['factId']}").json()
     assert approved["status"] == "active" and approved["key"] == "contact-channel"
 
-    again = remember(desk, "Prefers email now.")
+    again = remember(desk, "Prefers email, not phone.")
     assert again["status"] == "remembered" and again["outcome"] == "superseded" and again["factId"] == held["factId"]
     assert live_ids(desk) == [held["factId"]]
     block = parse_memory_block(context(desk)["messages"][1]["content"])
-    assert [entry["content"]["text"] for entry in block] == ["Prefers email now."]
+    assert [entry["content"]["text"] for entry in block] == ["Prefers email, not phone."]
 
 
 def test_approval_replaces_the_slots_value_and_keeps_both_histories(world, desk):
