@@ -104,6 +104,9 @@ def test_ten_held_remembers_of_one_key_leave_one_open_approval(world, desk):
 def test_the_dashboard_shows_the_slot_and_what_approving_replaces(world, desk):
     remember(desk, "Prefers email.")
     remember(desk, HELD)
+    remember(desk, "Prefers letters.", key="post")
+    remember(desk, HELD + " by post", key="post")
+    remember(desk, HELD, key="empty-slot")
     from django.test import Client
 
     browser = Client()
@@ -112,6 +115,8 @@ def test_the_dashboard_shows_the_slot_and_what_approving_replaces(world, desk):
     assert page.status_code == 200, page.status_code
     html = page.content.decode()
     assert "contact-channel" in html and "approving replaces the current value" in html and "Prefers email." in html
+    assert "<code>post</code>" in html and "Prefers letters." in html and html.count("approving replaces the current value") == 2
+    assert "nothing holds it now; approving fills it" in html
 
 
 # --- trust in ranking and in the block -------------------------------------------------------------
