@@ -15,7 +15,7 @@ from approvals.models import Approval, ApprovalStatus
 from approvals.rules import instruction_reasons
 from facts.models import Status as FactStatus
 from facts.models import Fact
-from facts.selectors import facts_visible, slot_filter, slot_value
+from facts.selectors import facts_visible, slot_filter
 from memoryhub import scoping
 from memoryhub.errors import NotFound, ValidationFailed
 from memoryhub.models import Role
@@ -102,8 +102,5 @@ def _slot_of(fact: Fact) -> dict:
 def approval_replaces(*, approval: Approval) -> Fact | None:
     """The active value of the key slot that approving would end (None: a keyless fact, an
     empty slot, or a question already closed). The slot is the pending fact's own scope, so
-    whoever may review the fact may see its value; it is read in the approval's tenant."""
-    if approval.status != ApprovalStatus.PENDING or approval.fact.status != FactStatus.PENDING or approval.fact.key is None:
-        return None
-    with scoping.scope(tenant_id=approval.tenant_id):
-        return slot_value(fact=approval.fact)
+    whoever may review the fact may see its value."""
+    return approvals_replacing(approvals=[approval]).get(approval.id)

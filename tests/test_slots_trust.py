@@ -328,3 +328,18 @@ def test_after_a_miss_writes_skip_the_provider_inline_for_the_cooldown(provider,
     embedded = embed_within_budget(["third"])
     assert embedded is not None and embedded.model == "model-a" and len(embedded.vectors) == 1
     assert provider.requests == 2
+
+
+def test_the_admin_shows_the_slot_and_what_approving_replaces(world, desk, root):
+    from django.test import Client
+
+    remember(desk, "Prefers email.")
+    held = remember(desk, HELD)
+    browser = Client()
+    browser.force_login(root)
+    listed = browser.get("/admin/approvals/approval/")
+    assert listed.status_code == 200
+    html = listed.content.decode()
+    assert "<code>contact-channel</code> replaces" in html and "Prefers email." in html
+    page = browser.get(f"/admin/approvals/approval/{held['approvalId']}/change/")
+    assert page.status_code == 200 and "<code>contact-channel</code> replaces" in page.content.decode()
