@@ -17,7 +17,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from approvals.models import Approval, ApprovalStatus
-from approvals.selectors import approval_current_reasons
+from approvals.selectors import approval_current_reasons, approval_replaces
 from approvals.services import approval_grant, approval_reject
 from memoryhub import scoping
 from memoryhub.admin_site import (
@@ -155,7 +155,7 @@ def _current_reasons(approval: Approval) -> list[dict]:
 class ApprovalAdmin(CrossTenantAdminMixin, ServiceOnlyAdminMixin, admin.ModelAdmin):
     """The approvals queue across tenants (a staff user who is not a superuser sees only their own)."""
 
-    list_display = ("short_id", "status", "tenant", "project", "fact_type", "participant", "fact_text", "reasons_shown", "requested", "created_at", "decided")
+    list_display = ("short_id", "status", "tenant", "project", "fact_type", "participant", "slot", "fact_text", "reasons_shown", "requested", "created_at", "decided")
     list_display_links = ("short_id",)
     list_filter = (StatusFilter, TenantFilter, "kind")
     list_select_related = ("tenant", "project__tenant", "fact")
@@ -164,7 +164,7 @@ class ApprovalAdmin(CrossTenantAdminMixin, ServiceOnlyAdminMixin, admin.ModelAdm
     ordering = ("-created_at", "-id")
     show_full_result_count = False
     fieldsets = (
-        (None, {"fields": ("id", "kind", "status", "tenant", "project", "fact_link")}),
+        (None, {"fields": ("id", "kind", "status", "tenant", "project", "fact_link", "slot")}),
         ("Why", {"fields": ("fact_text_full", "reasons_shown", "reasons_json")}),
         ("Who", {"fields": ("requested_by", "created_at", "decided_by", "decided_at", "note")}),
     )
@@ -190,6 +190,20 @@ class ApprovalAdmin(CrossTenantAdminMixin, ServiceOnlyAdminMixin, admin.ModelAdm
     @admin.display(description="participant", ordering="fact__participant_id")
     def participant(self, approval: Approval) -> str | None:
         return approval.fact.participant_id
+
+    @admin.display(description="key slot (what approving replaces)")
+    def slot(self, approval: Approval) -> SafeString | str:
+        """The fact's key and, while it waits, the slot's current value that approving would end."""
+        if approval.fact.key is None:
+            return "—"
+        replaced = approval_replaces(approval=approval)
+        if replaced is None:
+            empty = "empty now: approving fills it" if approval.status == ApprovalStatus.PENDING else ""
+            return format_html("<code>{}</code> {}", approval.fact.key, empty)
+        return format_html(
+            '<code>{}</code> replaces <a href="/admin/facts/fact/{}/change/">v{} ({})</a>: {}',
+            approval.fact.key, replaced.id, replaced.version, replaced.trust, replaced.text[:200],
+        )
 
     @admin.display(description="fact (current text, what the rules find marked)")
     def fact_text(self, approval: Approval) -> SafeString:

@@ -26,6 +26,9 @@ class ApprovalStatus(models.TextChoices):
     PENDING = "pending"
     APPROVED = "approved"
     REJECTED = "rejected"
+    # Closed without a decision: a newer value for the same slot replaced the fact's
+    # pending content and opened a new approval (approvals.services.approval_request).
+    SUPERSEDED = "superseded"
 
 
 class Approval(models.Model):

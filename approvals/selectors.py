@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import uuid
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.rules import instruction_reasons
 from facts.models import Status as FactStatus
-from facts.selectors import facts_visible
+from facts.models import Fact
+from facts.selectors import facts_visible, slot_filter
+from memoryhub import scoping
 from memoryhub.errors import NotFound, ValidationFailed
 from memoryhub.models import Role
 from memoryhub.policy import Act
@@ -66,3 +68,39 @@ def approval_current_reasons(*, approval: Approval) -> list[dict]:
     """
     names = [r["match"] for r in approval.reasons if r.get("rule") == "tool-name" and isinstance(r.get("match"), str)]
     return instruction_reasons(approval.fact.text, tool_names=names)
+
+
+def approvals_replacing(*, approvals: list[Approval]) -> dict:
+    """{approval id: the slot value approving it would end}, for a page of approvals in one
+    query (`approval_replaces` for many)."""
+    waiting = [a for a in approvals if a.status == ApprovalStatus.PENDING and a.fact.status == FactStatus.PENDING and a.fact.key]
+    if not waiting:
+        return {}
+    condition = Q()
+    for approval in waiting:
+        condition |= Q(**slot_filter(**_slot_of(approval.fact)))
+    slots = {}
+    with scoping.scopes_disabled():  # each condition names its tenant: the approvals' own
+        for fact in Fact.objects.filter(condition).defer("embedding", "search_vector"):
+            slots[tuple(_slot_of(fact).values())] = fact
+    found = {}
+    for approval in waiting:
+        value = slots.get(tuple(_slot_of(approval.fact).values()))
+        if value is not None and value.id != approval.fact_id:
+            found[approval.id] = value
+    return found
+
+
+def _slot_of(fact: Fact) -> dict:
+    return {
+        "tenant_id": fact.tenant_id, "project_id": fact.project_id, "participant_id": fact.participant_id,
+        "conversation_id": fact.conversation_id, "namespace": fact.namespace, "type": fact.type, "key": fact.key,
+        "status": FactStatus.ACTIVE,
+    }
+
+
+def approval_replaces(*, approval: Approval) -> Fact | None:
+    """The active value of the key slot that approving would end (None: a keyless fact, an
+    empty slot, or a question already closed). The slot is the pending fact's own scope, so
+    whoever may review the fact may see its value."""
+    return approvals_replacing(approvals=[approval]).get(approval.id)

@@ -34,32 +34,37 @@ class ApprovalDecided(ApplicationError):
 
 
 def approval_request(*, fact: Fact, reasons: list[dict], requested_by: dict) -> Approval:
-    """Ask a person to approve a pending fact; the same fact asked again updates the open request.
+    """Ask a person to approve a pending fact; asking again for the same fact replaces the open request.
 
     Call it in the transaction that wrote the fact, inside the fact's tenant scope. A
-    second request while one is open (an agent remembering the same key again) replaces
-    its reasons and requester: the approval always shows the fact's current state, so a
-    reviewer decides on what is there now.
+    second request while one is open (an agent remembering the same key again: the slot's
+    pending fact took the new value as its next revision) closes the open approval as
+    `superseded` — decided by the requester, its note naming the new approval — and opens a
+    new one, so one question stays open per slot, the older one stays in the fact's
+    history, and a reviewer who read the old value cannot approve the new one unseen.
     """
     if fact.status != FactStatus.PENDING:
         raise ValueError(f"approval_request needs a pending fact; fact {fact.id} is {fact.status}")
     with transaction.atomic():
-        approval = Approval.objects.select_for_update().filter(fact_id=fact.id, status=ApprovalStatus.PENDING).first()
-        if approval is not None:
-            approval.reasons = [dict(reason) for reason in reasons]
-            approval.requested_by = dict(requested_by)
-            approval.save(update_fields=["reasons", "requested_by"])
-        else:
-            approval = Approval.objects.create(
-                tenant_id=fact.tenant_id,
-                project_id=fact.project_id,
-                kind=ApprovalKind.MEMORY_FACT,
-                fact=fact,
-                reasons=[dict(reason) for reason in reasons],
-                status=ApprovalStatus.PENDING,
-                requested_by=dict(requested_by),
-                created_at=timezone.now(),
-            )
+        older = Approval.objects.select_for_update().filter(fact_id=fact.id, status=ApprovalStatus.PENDING).first()
+        if older is not None:
+            older.status = ApprovalStatus.SUPERSEDED
+            older.decided_by = dict(requested_by)
+            older.decided_at = timezone.now()
+            older.save(update_fields=["status", "decided_by", "decided_at"])
+        approval = Approval.objects.create(
+            tenant_id=fact.tenant_id,
+            project_id=fact.project_id,
+            kind=ApprovalKind.MEMORY_FACT,
+            fact=fact,
+            reasons=[dict(reason) for reason in reasons],
+            status=ApprovalStatus.PENDING,
+            requested_by=dict(requested_by),
+            created_at=timezone.now(),
+        )
+        if older is not None:
+            older.note = f"Superseded by approval {approval.id}: a newer value for the same key (fact version {fact.version})."
+            older.save(update_fields=["note"])
         approval.fact = fact
         return approval
 
@@ -96,6 +101,7 @@ def _decide(*, principal: Principal, approval_id, note: str | None, grant: bool)
                 f"The approval was already {approval.status}"
                 + (f" at {approval.decided_at.isoformat()}" if approval.decided_at else "")
                 + "; a decision is made once."
+                + (f" {approval.note}" if approval.status == ApprovalStatus.SUPERSEDED and approval.note else "")
             )
         if grant:
             fact = fact_approve(principal=principal, fact_id=fact.id)  # 409 if the fact is no longer pending

@@ -72,7 +72,10 @@ class BulkDecisionForm(DecisionForm):
         self.fields["ids"].choices = [(i, i) for i in ids]
 
 
-APPROVAL_STATUSES = [(ApprovalStatus.PENDING, "Pending"), (ApprovalStatus.APPROVED, "Approved"), (ApprovalStatus.REJECTED, "Rejected"), ("all", "All")]
+APPROVAL_STATUSES = [
+    (ApprovalStatus.PENDING, "Pending"), (ApprovalStatus.APPROVED, "Approved"), (ApprovalStatus.REJECTED, "Rejected"),
+    (ApprovalStatus.SUPERSEDED, "Superseded"), ("all", "All"),
+]
 
 
 class PlaygroundForm(forms.Form):

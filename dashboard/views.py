@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 
 from approvals.admin import highlighted
 from approvals.models import ApprovalStatus
-from approvals.selectors import approval_current_reasons, approval_get, approvals_list, approvals_visible
+from approvals.selectors import approval_current_reasons, approval_get, approvals_list, approvals_replacing, approvals_visible
 from approvals.services import approval_grant, approval_reject
 from dashboard import forms, presenters
 from dashboard.access import LAST_PROJECT, Place, not_found, page, project_page, require
@@ -277,8 +277,12 @@ def approvals(request, place: Place):
         status = ApprovalStatus.PENDING
     queryset = approvals_list(principal=principal, status=None if status == "all" else status).select_related("project")
     rows, next_cursor = paginate(queryset, params={"limit": PAGE_SIZE, "cursor": request.GET.get("cursor")})
+    replacing = approvals_replacing(approvals=rows)
     items = [
-        {"approval": a, "text": highlighted(a.fact.text, approval_current_reasons(approval=a)), "form": forms.DecisionForm(prefix=str(a.id))}
+        {
+            "approval": a, "text": highlighted(a.fact.text, approval_current_reasons(approval=a)),
+            "form": forms.DecisionForm(prefix=str(a.id)), "replaces": replacing.get(a.id),
+        }
         for a in rows
     ]
     people = presenters.usernames(presenters.actor_ids(*[a.decided_by for a in rows]))

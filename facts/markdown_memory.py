@@ -179,18 +179,18 @@ def _apply(scope: Folder, plan: md.FilePlan, by_id: dict[str, Fact], layout: Fac
             counts["unchanged"] += 1
         elif step.action == "update":
             fact = by_id[step.record]
-            fact_supersede(principal=principal, fact_id=fact.id, content=step.role.content(), expect_version=fact.version)
+            fact_supersede(principal=principal, fact_id=fact.id, content=step.role.content(), expect_version=fact.version, embed_inline=False)
             ids.append(step.record)
             counts["updated"] += 1
         else:
-            fact, _ = fact_write(principal=principal, data=_input(scope, md.fact_type(step.role.type), step.role.content()))
+            fact, _ = fact_write(principal=principal, data=_input(scope, md.fact_type(step.role.type), step.role.content()), embed_inline=False)
             ids.append(str(fact.id))
             counts["created"] += 1
     content = plan.layout | {"facts": ids}
     # The layout is written after the lines, whenever the file changed: a file's `updated`
     # then moves on only for changes made after this import, not for the import itself.
     if layout is None or layout.content != content or plan.changes:
-        fact_write(principal=principal, data=_input(scope, md.LAYOUT_TYPE, content, key=plan.name))
+        fact_write(principal=principal, data=_input(scope, md.LAYOUT_TYPE, content, key=plan.name), embed_inline=False)
     return {"name": plan.name, **counts, "removed": len(plan.ends), "keptUnplaced": len(plan.kept_free)}
 
 

@@ -43,8 +43,11 @@ class InvalidationReason(models.TextChoices):
     REJECTED = "rejected"
 
 
-# Statuses in which a fact still holds its key slot.
+# Statuses in which a fact can still change (supersede, verify, approve).
 SLOT_HOLDING = [Status.ACTIVE, Status.PENDING]
+# A key slot (tenant, project, participant, conversation, namespace, type, key) holds at most
+# one active fact, its value, and at most one pending fact, the value waiting for approval:
+# a pending fact reserves nothing, and approving it ends the active one (facts.services.fact_approve).
 
 
 class RegConfigField(models.CharField):
@@ -114,9 +117,15 @@ class Fact(FactFields):
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant", "project", "participant_id", "conversation_id", "namespace", "type", "key"],
-                condition=Q(key__isnull=False, status__in=SLOT_HOLDING),
+                condition=Q(key__isnull=False, status=Status.ACTIVE),
                 nulls_distinct=False,
                 name="fact_one_live_fact_per_slot",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "project", "participant_id", "conversation_id", "namespace", "type", "key"],
+                condition=Q(key__isnull=False, status=Status.PENDING),
+                nulls_distinct=False,
+                name="fact_one_pending_fact_per_slot",
             ),
         ]
         indexes = [

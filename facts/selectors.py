@@ -27,6 +27,26 @@ def facts_visible(*, principal: Principal, act: Act = Act.READ) -> QuerySet[Fact
     return Fact.objects.filter(policy.fact_condition(principal, act))
 
 
+def slot_filter(*, tenant_id, project_id, participant_id, conversation_id, namespace, type: str, key: str, status: str) -> dict:
+    """The fact of one key slot in one status (active: its value; pending: the value awaiting approval)."""
+    return {
+        "tenant_id": tenant_id, "project_id": project_id, "participant_id": participant_id,
+        "conversation_id": conversation_id, "namespace": namespace, "type": type, "key": key, "status": status,
+    }
+
+
+def slot_value(*, fact: Fact, lock: bool = False) -> Fact | None:
+    """The active fact holding `fact`'s key slot, other than `fact` (None for a keyless fact):
+    for a pending fact, the value approving it would replace."""
+    if fact.key is None:
+        return None
+    queryset = Fact.objects.select_for_update() if lock else Fact.objects
+    return queryset.filter(**slot_filter(
+        tenant_id=fact.tenant_id, project_id=fact.project_id, participant_id=fact.participant_id,
+        conversation_id=fact.conversation_id, namespace=fact.namespace, type=fact.type, key=fact.key, status=Status.ACTIVE,
+    )).exclude(id=fact.id).first()
+
+
 def live_condition(now: datetime | None = None) -> Q:
     """Facts a read may return: active, not expired, still valid (checked at read time)."""
     now = now or timezone.now()

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from facts.content import content_hash, content_problems, name_problem
 from facts.models import SLOT_HOLDING, Fact, FactFields, FactRevision, InvalidationReason, Status, Trust
-from facts.selectors import fact_for_change
+from facts.selectors import fact_for_change, slot_filter, slot_value
 from memoryhub import policy
 from memoryhub.errors import ApplicationError, ParticipantNotAllowed, ValidationFailed, VersionConflict
 from memoryhub.models import Role
@@ -36,6 +36,10 @@ SUBJECT_KINDS = {"participant", "user", "external"}
 
 class FactNotActive(ApplicationError):
     status, code, title = 409, "fact-not-active", "Fact is not active"
+
+
+class SlotChanged(ApplicationError):
+    status, code, title = 409, "slot-changed", "The key's value changed"
 
 
 @dataclass
@@ -86,6 +90,8 @@ class _Prepared:
     text: str
     subjects: list[dict]
     references: list[str]
+    embedding: list[float] | None = None  # made inside the request (retrieval.inline), else after commit
+    embedding_model: str | None = None
 
 
 def _prepare(principal: Principal, data: FactInput, prefix: str = "", *, gated: bool = False) -> tuple[_Prepared | None, dict[str, list[str]]]:
@@ -220,8 +226,8 @@ def _apply(fact: Fact, item: _Prepared, provenance: Provenance) -> None:
     fact.verified_by = None
     fact.verified_at = None
     fact.search_config = project_search_config(item.project_id)
-    fact.embedding = None
-    fact.embedding_model = None
+    fact.embedding = item.embedding
+    fact.embedding_model = item.embedding_model
 
 
 def _snapshot(fact: Fact, *, recorded_at: datetime, recorded_by: dict) -> FactRevision:
@@ -256,20 +262,21 @@ def _next_revision(fact: Fact, *, recorded_by: dict, reason: str = InvalidationR
     return fact
 
 
-def _slot_filter(tenant_id, item: _Prepared) -> dict:
+def _slot_filter(tenant_id, item: _Prepared, status: str) -> dict:
     data = item.data
-    return {
-        "tenant_id": tenant_id, "project_id": item.project_id, "participant_id": data.participant_id,
-        "conversation_id": data.conversation_id, "namespace": data.namespace, "type": data.type, "key": data.key,
-        "status__in": SLOT_HOLDING,
-    }
+    return slot_filter(
+        tenant_id=tenant_id, project_id=item.project_id, participant_id=data.participant_id,
+        conversation_id=data.conversation_id, namespace=data.namespace, type=data.type, key=data.key, status=status,
+    )
 
 
 def _write_one(principal: Principal, item: _Prepared, provenance: Provenance) -> tuple[Fact, str]:
-    """Insert the fact, or supersede the live fact that holds its key slot."""
+    """Insert the fact, or supersede the fact that holds its key slot in the same status: an
+    active write replaces the slot's value, a pending one the value awaiting approval (the
+    active value stays until that is approved: `fact_approve`)."""
     for attempt in range(3):
         if item.data.key is not None:
-            holder = Fact.objects.select_for_update().filter(**_slot_filter(principal.tenant_id, item)).first()
+            holder = Fact.objects.select_for_update().filter(**_slot_filter(principal.tenant_id, item, provenance.status)).first()
             if holder is not None:
                 _apply(holder, item, provenance)
                 return _next_revision(holder, recorded_by=provenance.attributed_to), "superseded"
@@ -308,20 +315,44 @@ def revision_deletes_allowed():
 
 
 def _embed_after_commit(facts: list[Fact]) -> None:
-    """Embeddings are made after commit by a task, never inside the write."""
+    """Embeddings the write did not make itself are made after commit by a task."""
     from retrieval.tasks import embed_facts
 
-    enqueue_on_commit(embed_facts, [str(fact.id) for fact in facts])
+    missing = [str(fact.id) for fact in facts if fact.embedding_model is None]
+    if missing:
+        enqueue_on_commit(embed_facts, missing)
 
 
-def fact_write(*, principal: Principal, data: FactInput, provenance: Provenance | None = None) -> tuple[Fact, str]:
-    """Write one fact; a key names a slot, and writing it again supersedes the live fact there."""
+def _embedded_now(texts: list[str], *, inline: bool = True):
+    """The texts' embeddings if the provider answers within the budget (retrieval.inline), else None."""
+    if not inline:
+        return None
+    from retrieval.inline import embed_within_budget
+
+    return embed_within_budget(texts)
+
+
+def _embed_inline(items: list[_Prepared], *, inline: bool = True) -> None:
+    """Give the items their embeddings before the write's transaction, if the provider
+    answers within the budget; the rest are embedded after commit."""
+    embedded = _embedded_now([item.text for item in items], inline=inline)
+    if embedded is not None:
+        for item, vector in zip(items, embedded.vectors):
+            item.embedding, item.embedding_model = vector, embedded.model
+
+
+def fact_write(
+    *, principal: Principal, data: FactInput, provenance: Provenance | None = None, embed_inline: bool = True,
+) -> tuple[Fact, str]:
+    """Write one fact; a key names a slot, and writing it again supersedes the live fact there.
+    `embed_inline`: embed it inside the request within the budget (bulk imports say False)."""
     principal.require(Role.WRITER)
     provenance = provenance or provenance_for(principal)
     item, errors = _prepare(principal, data, gated=provenance.status == Status.PENDING)
     if errors:
         raise ValidationFailed(next(iter(errors.items()))[0] + ": " + next(iter(errors.values()))[0], errors=errors)
     _check_references(principal, [item], lambda i: "")
+    _embed_inline([item], inline=embed_inline)
     with transaction.atomic():
         fact, outcome = _write_one(principal, item, provenance)
         _embed_after_commit([fact])
@@ -344,6 +375,7 @@ def fact_write_batch(*, principal: Principal, items: list[FactInput]) -> list[Fa
         name, messages = next(iter(errors.items()))
         raise ValidationFailed(f"{name}: {messages[0]}", errors=errors)
     _check_references(principal, prepared, lambda i: f"facts[{i}].")
+    _embed_inline(prepared)  # up to MEMORYHUB_EMBEDDINGS_INLINE_MAX facts; larger batches after commit
     provenance = provenance_for(principal)
     with transaction.atomic():
         keyless = [item for item in prepared if item.data.key is None]
@@ -370,12 +402,13 @@ def fact_write_batch(*, principal: Principal, items: list[FactInput]) -> list[Fa
         return written
 
 
-def fact_supersede(*, principal: Principal, fact_id, content: Any, expect_version: int) -> Fact:
+def fact_supersede(*, principal: Principal, fact_id, content: Any, expect_version: int, embed_inline: bool = True) -> Fact:
     """The next revision of a fact with new content, if the client saw the current version."""
     principal.require(Role.WRITER)
     problems, canonical, text = content_problems(content)
     if problems:
         raise ValidationFailed(f"content: {problems[0]}", errors={"content": problems})
+    embedded = _embedded_now([text], inline=embed_inline)
     with transaction.atomic():
         fact = fact_for_change(principal=principal, fact_id=fact_id)
         if fact.status not in SLOT_HOLDING:
@@ -389,8 +422,8 @@ def fact_supersede(*, principal: Principal, fact_id, content: Any, expect_versio
         fact.content_hash = content_hash(canonical)
         fact.size = len(canonical)
         fact.text = text
-        fact.embedding = None
-        fact.embedding_model = None
+        fact.embedding = embedded.vectors[0] if embedded else None
+        fact.embedding_model = embedded.model if embedded else None
         _next_revision(fact, recorded_by=acting_user(principal))
         _embed_after_commit([fact])
         return fact
@@ -443,11 +476,24 @@ def _pending_for_decision(principal: Principal, fact_id, verb: str) -> Fact:
 
 
 def fact_approve(*, principal: Principal, fact_id) -> Fact:
-    """A pending fact becomes active, as its next revision (reviewer or admin)."""
+    """A pending fact becomes active, as its next revision (reviewer or admin).
+
+    A keyed fact takes its slot: the active value there (if any) is ended as superseded —
+    its last revision closes with reason `superseded`, invalidated by the approver, and the
+    fact's status becomes `deleted` — so the slot keeps one live value and both histories
+    stay readable (`slot_value` shows reviewers what approving would replace).
+    """
     with transaction.atomic():
         fact = _pending_for_decision(principal, fact_id, "approved")
+        replaced = slot_value(fact=fact, lock=True)
+        if replaced is not None:
+            _end(replaced, status=Status.DELETED, reason=InvalidationReason.SUPERSEDED, by=acting_user(principal))
         fact.status = Status.ACTIVE
-        return _next_revision(fact, recorded_by=acting_user(principal))
+        try:
+            with transaction.atomic():
+                return _next_revision(fact, recorded_by=acting_user(principal))
+        except IntegrityError:  # a writer filled the empty slot meanwhile: nothing is changed
+            raise SlotChanged("The key's value was written while approving; nothing changed. Approve again to replace it.") from None
 
 
 def fact_reject(*, principal: Principal, fact_id) -> Fact:

@@ -204,6 +204,7 @@ class Intent(TypedDict, total=False):
     roles: list[Literal["user", "agent"]]
     match: Literal["all", "any"]
     fusion: Literal["rrf", "score"]
+    minTrust: Literal["unverified", "asserted", "verified"]
 
 
 class FactHit(TypedDict):

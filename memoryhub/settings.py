@@ -257,6 +257,14 @@ MEMORYHUB_EMBEDDINGS_BATCH = int(os.environ.get("MEMORYHUB_EMBEDDINGS_BATCH", "6
 # count the endpoint model's tokens; 8,000 suits OpenAI's 8,191-token models, use ~1,500
 # for 512-token ones). The local model cuts at its own 512 tokens.
 MEMORYHUB_EMBEDDINGS_MAX_CHARS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_MAX_CHARS", "8000"))
+# A write of up to INLINE_MAX facts (a single write, a small batch, remember) embeds them
+# inside the request when the provider answers within INLINE_BUDGET_MS, so the answer shows
+# `embeddingModel` and the next read finds them by meaning; otherwise, and for bulk
+# imports, after commit (retrieval.inline). 0 ms: always after commit.
+MEMORYHUB_EMBEDDINGS_INLINE_BUDGET_MS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_INLINE_BUDGET_MS", "200"))
+MEMORYHUB_EMBEDDINGS_INLINE_MAX = int(os.environ.get("MEMORYHUB_EMBEDDINGS_INLINE_MAX", "16"))
+# After the provider misses the budget or fails, writes skip it inline for this long.
+MEMORYHUB_EMBEDDINGS_INLINE_COOLDOWN_SECONDS = float(os.environ.get("MEMORYHUB_EMBEDDINGS_INLINE_COOLDOWN_SECONDS", "30"))
 # Recall same-conversation: the latest messages a model sees as turns, never recalled as quotes.
 MEMORYHUB_RECALL_HISTORY_WINDOW = int(os.environ.get("MEMORYHUB_RECALL_HISTORY_WINDOW", "20"))
 MEMORYHUB_EMBEDDINGS_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS", "1"))

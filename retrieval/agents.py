@@ -28,6 +28,7 @@ from memoryhub.times import parse_time
 from memoryhub.tool_formats import memory_block, parse_memory_block  # noqa: F401  (the agent's <memory> block; parse_memory_block for callers)
 from retrieval.models import Agent, RememberCall
 from retrieval import recall as recall_
+from retrieval.conflicts import CONFLICT_NOTE, conflict_warning, memory_conflicts
 from retrieval.conversations import conversation_find
 from retrieval.search import NEEDS_PARTICIPANT, RECALL_SCOPES, Hit, Result, Run, facts_retrieve, parse_intent  # noqa: F401
 
@@ -308,8 +309,13 @@ def agent_context(*, turn: Turn, user_message: str) -> Context:
         result.warn("memory-needs-participant", NEEDS_PARTICIPANT.format(who=turn.who))
     system = (agent.instructions.strip() + "\n\n" + MEMORY_LINE) if agent.instructions.strip() else MEMORY_LINE
     messages = [{"role": "system", "content": system}]
+    # Facts that contradict each other are all sent, marked, and named in a warning.
+    conflicts = memory_conflicts(result.hits)
+    result.warnings.extend(conflict_warning(group) for group in conflicts)
+    conflicting = {id(hit) for group in conflicts for hit in group}
     # Facts first, then quotes from earlier conversations: data, never turns of this conversation.
-    entries = [_memory_entry(hit) for hit in result.hits] + [recall_.memory_entry(hit) for hit in result.recalled]
+    entries = [_memory_entry(hit) | ({"conflict": CONFLICT_NOTE} if id(hit) in conflicting else {}) for hit in result.hits]
+    entries += [recall_.memory_entry(hit) for hit in result.recalled]
     if entries:
         messages.append({"role": "user", "content": memory_block(entries)})
     messages.append({"role": "user", "content": user_message})
@@ -401,8 +407,9 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
     content = {"key": key, "text": text} if key else {"text": text}
     data = FactInput(
         type=kind, content=content,
-        # A fact waiting for approval holds no key slot: it must not hide the approved value.
-        key=None if pending else key,
+        # A fact waiting for approval keeps its key: it replaces the slot's pending value, and
+        # the active value only once approved (facts.services.fact_approve).
+        key=key,
         project_id=None if scope == "tenant" else agent.project_id,
         # Kept in a conversation, a fact is its participant's (memoryhub.policy).
         participant_id=turn.participant_id if scope in ("same-user", "same-conversation") else None,

@@ -13,6 +13,14 @@ the behaviour above (docs/benchmarks.md has the measurements behind them):
   value; semantic: cosine similarity) and averaged, so a leg counts by how far a fact is
   ahead of the others there, not only by its place.
 
+Trust (`TRUST_ORDER`): at equal relevance a fact a person verified comes before an asserted
+one, and that before an agent's unverified guess. It is a tie-break, not a boost: within a
+leg, candidates of equal relevance (equal rank value or distance) take their places by trust
+before id (`_ranked`), and the final ORDER BY puts trust after the score (in mode none, where
+every score is 0, before recency). No score
+changes: a keyword-only rank-1 hit still scores exactly 1/61. `minTrust` (an intent option:
+unverified, asserted, verified) keeps only facts of at least that trust, in the WHERE clause.
+
 Each intent is one SQL statement (one round trip). Scope and visibility — tenant,
 project, participant, conversation, status, expiry, validity, types, embedding model —
 are conditions in the WHERE clause of every leg, so a ranked list can never contain a
@@ -55,6 +63,15 @@ MAX_LIMIT = 100
 MIN_DEPTH = 40  # candidates per leg: at least 4 x limit, and never fewer than this
 RERANK_BY_DEFAULT: tuple[str, ...] = ()  # the modes whose facts intents rerank unless they say `rerank: false`
 
+# Trust levels, lowest first (`minTrust`), and the SQL that orders a fact's trust, highest first.
+TRUST_LEVELS = ("unverified", "asserted", "verified")
+def trust_order(alias: str = "f") -> str:
+    """SQL ordering a fact's trust, highest first."""
+    return f"CASE {alias}.trust WHEN 'verified' THEN 0 WHEN 'asserted' THEN 1 ELSE 2 END"
+
+
+TRUST_ORDER = trust_order()
+
 NEEDS_PARTICIPANT = (
     "{who} keeps memory per end user, but this run names none (`participantId`), so it read and kept none. "
     "Pass the person's `participantId` on each run: the user a credential acts for may serve many people."
@@ -72,6 +89,7 @@ class Intent:
     fusion: str = "rrf"
     roles: tuple[str, ...] = ()  # conversations: the roles recalled (default: users' messages only)
     rerank: bool = False  # facts, a searching mode: the fused candidates reordered by retrieval.rerank
+    min_trust: str | None = None  # facts: only facts of at least this trust (TRUST_LEVELS)
 
     def as_dict(self) -> dict:
         body: dict[str, Any] = {"source": self.source, "scope": self.scope, "mode": self.mode, "limit": self.limit}
@@ -85,6 +103,8 @@ class Intent:
             body["rerank"] = self.rerank
         if self.types:
             body["types"] = list(self.types)
+        if self.min_trust:
+            body["minTrust"] = self.min_trust
         return body
 
 
@@ -126,7 +146,7 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
     where = f"intents[{index}]"
     if not isinstance(raw, dict):
         raise ValidationFailed(f"{where} must be an object", errors={where: ["must be an object"]})
-    known = {"source", "types", "scope", "mode", "limit", "roles", "match", "fusion", "rerank"}
+    known = {"source", "types", "scope", "mode", "limit", "roles", "match", "fusion", "rerank", "minTrust"}
     if unknown := sorted(set(raw) - known):
         raise ValidationFailed(f"{where}.{unknown[0]} is not an intent field", errors={f"{where}.{name}": ["unknown field"] for name in unknown})
     source = raw.get("source", "facts")
@@ -174,11 +194,15 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
             f"{where}.rerank is for source \"facts\" in mode keyword, semantic or both",
             errors={f"{where}.rerank": ["only for facts searched by keyword, semantic or both"]},
         )
+    min_trust = raw.get("minTrust")
+    if min_trust is not None and source != "facts":
+        raise ValidationFailed(f"{where}.minTrust is for source \"facts\"", errors={f"{where}.minTrust": ["only for facts"]})
+    if min_trust is not None and min_trust not in TRUST_LEVELS:
+        raise ValidationFailed(f"{where}.minTrust must be one of {', '.join(TRUST_LEVELS)}", errors={f"{where}.minTrust": [f"one of {', '.join(TRUST_LEVELS)}"]})
     return Intent(
         scope=scope, mode=mode, limit=limit, types=tuple(types or ()), source=source, match=match, fusion=fusion,
-        roles=roles, rerank=rerank,
+        roles=roles, rerank=rerank, min_trust=min_trust,
     )
-
 
 def default_rerank(source: str, mode: str) -> bool:
     """Whether an intent that does not say reranks: facts searched by RERANK_BY_DEFAULT's modes."""
@@ -210,6 +234,9 @@ def _conditions(run: Run, intent: Intent, params: dict) -> list[str] | None:
     if intent.types:
         params["types"] = list(intent.types)
         conds.append("f.type = ANY(%(types)s)")
+    if intent.min_trust:
+        params["trusts"] = list(TRUST_LEVELS[TRUST_LEVELS.index(intent.min_trust):])
+        conds.append("f.trust = ANY(%(trusts)s)")
     if run.participant_id is not None:
         params["participant"] = run.participant_id
     if run.conversation_id is not None:
@@ -252,7 +279,7 @@ FACTS_TABLE = "facts_fact f"
 
 def _keyword_leg(where: str, match: str = "all", normalise: bool = False, table: str = FACTS_TABLE, given_stats: bool = False) -> str:
     if match == "any":
-        return _bm25_leg(where, table, given_stats) + _ranked("kw", "rank_value DESC", "rank_value", normalise)
+        return _bm25_leg(where, table, given_stats) + _ranked("kw", "rank_value DESC", "rank_value", normalise, table)
     # match all: every word first (web-search syntax, ts_rank_cd); then, when those do not
     # fill the candidates, the facts sharing any of the query's words, by BM25 (`kw_bm25`,
     # the `match: any` leg), never one with a word the query excludes (`-word`). `tier`
@@ -275,7 +302,7 @@ def _keyword_leg(where: str, match: str = "all", normalise: bool = False, table:
         ) AS both_tiers
         ORDER BY tier, rank_value DESC, id
         LIMIT %(depth)s
-    ),""" + _ranked("kw", "tier, rank_value DESC", None, normalise)
+    ),""" + _ranked("kw", "tier, rank_value DESC", None, normalise, table)
 
 
 # The words a web-search query excludes (`-word`: `!'lexeme'` in its tsquery) as one
@@ -400,27 +427,32 @@ def _semantic_leg(where: str, normalise: bool = False, table: str = FACTS_TABLE,
         LIMIT %(sem_depth)s"""
     return f"""
     sem AS MATERIALIZED ({body}
-    ),""" + _ranked("sem", "distance", "(1 - distance)", normalise)
+    ),""" + _ranked("sem", "distance", "(1 - distance)", normalise, table)
 
 
-def _ranked(leg: str, order: str, value: str | None, normalise: bool) -> str:
+def _ranked(leg: str, order: str, value: str | None, normalise: bool, table: str = "") -> str:
     """`<leg>_ranked`: each candidate's rank and, for score fusion, its score min-max normalised
     over the leg (`value` None: by place, the first 1 and the last 0, as for a leg whose
-    scores are not on one scale)."""
+    scores are not on one scale). Over facts, candidates of equal relevance take their
+    places by trust (verified, asserted, unverified), then id."""
+    source, tie = leg, f"{leg}.id"
+    if table == FACTS_TABLE:
+        source, tie = f"{leg} JOIN facts_fact t ON t.id = {leg}.id", f"{trust_order('t')}, {leg}.id"
+    rank = f"row_number() OVER (ORDER BY {order}, {tie})"
     if not normalise:
         return f"""
-    {leg}_ranked AS (SELECT id, row_number() OVER (ORDER BY {order}, id) AS r FROM {leg})"""
+    {leg}_ranked AS (SELECT {leg}.id, {rank} AS r FROM {source})"""
     if value is None:
         return f"""
     {leg}_ranked AS (
         SELECT id, r, (CASE WHEN n > 1 THEN (n - r)::float8 / (n - 1) ELSE 1 END)::float8 AS norm
-        FROM (SELECT id, row_number() OVER (ORDER BY {order}, id) AS r, count(*) OVER () AS n FROM {leg}) AS placed
+        FROM (SELECT {leg}.id, {rank} AS r, count(*) OVER () AS n FROM {source}) AS placed
     )"""
     # `value` grows with relevance; when all candidates tie, each scores 1
     lo, hi = f"min({value}) OVER ()", f"max({value}) OVER ()"
     norm = f", (CASE WHEN {hi} > {lo} THEN ({value} - {lo}) / ({hi} - {lo}) ELSE 1 END)::float8 AS norm"
     return f"""
-    {leg}_ranked AS (SELECT id, row_number() OVER (ORDER BY {order}, id) AS r{norm} FROM {leg})"""
+    {leg}_ranked AS (SELECT {leg}.id, {rank} AS r{norm} FROM {source})"""
 
 
 def _sql(
@@ -434,12 +466,12 @@ def _sql(
         ctes = ""
         select = f"SELECT {_SELECT_FACT}, NULL::bigint AS kr, NULL::bigint AS sr, 0::float8 AS score"
         source = f"FROM facts_fact f WHERE {where}"
-        order = "f.updated_at DESC, f.id DESC"
+        order = f"{TRUST_ORDER}, f.updated_at DESC, f.id DESC"
     else:
         ctes = fused_ctes(intent_mode, where, match, fusion, exact_below=exact_below, given_stats=given_stats)
         select = f"SELECT {_SELECT_FACT}, fused.kr, fused.sr, fused.score"
         source = "FROM fused JOIN facts_fact f ON f.id = fused.id"
-        order = "fused.score DESC, LEAST(COALESCE(fused.kr, 1000000), COALESCE(fused.sr, 1000000)), f.id"
+        order = f"fused.score DESC, LEAST(COALESCE(fused.kr, 1000000), COALESCE(fused.sr, 1000000)), {TRUST_ORDER}, f.id"
     if not size_column:
         return f"""
     {ctes}

@@ -15,6 +15,10 @@ class IntentSerializer(serializers.Serializer):
     match = serializers.ChoiceField(choices=["all", "any"], required=False, help_text="keyword leg: every word first, then any word by BM25 (default), or any word, BM25-ranked")
     fusion = serializers.ChoiceField(choices=["rrf", "score"], required=False, help_text="mode both: RRF k=60 (default) or mean of min-max normalised scores")
     rerank = serializers.BooleanField(required=False, help_text="facts, modes keyword/semantic/both: reorder the fused candidates by the in-process reranker (default false)")
+    minTrust = serializers.ChoiceField(
+        choices=["unverified", "asserted", "verified"], required=False,
+        help_text="facts: only facts of at least this trust (at equal relevance, verified > asserted > unverified anyway)",
+    )
 
 
 class RetrieveInSerializer(StrictSerializer):
@@ -44,6 +48,10 @@ class FactHitSerializer(serializers.Serializer):
 class WarningSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
+    facts = serializers.ListField(
+        child=serializers.UUIDField(), required=False,
+        help_text="memory-conflict: the ids of the facts that share a key (or type and subjects) and disagree",
+    )
 
 
 class RetrieveOutSerializer(serializers.Serializer):

@@ -306,6 +306,8 @@ def test_the_api_serves_while_redis_is_down_and_the_jobs_catch_up(tx_world, embe
     redis_server.start()
     broker = Broker(redis_server.url)
     env = worker_env(broker, embeddings)
+    # This test is about the after-commit path: writes are not embedded inside the request.
+    env["MEMORYHUB_EMBEDDINGS_INLINE_BUDGET_MS"] = "0"
     port = free_port()
     web = subprocess.Popen(
         [PYTHON, "-m", "gunicorn", "memoryhub.wsgi:application", "-b", f"127.0.0.1:{port}", "-w", "1", "--threads", "4",
