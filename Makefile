@@ -65,6 +65,7 @@ RELIABILITY_TESTS := tests/test_isolation.py tests/test_retrieval_probes.py test
 	tests/test_database_outage.py tests/test_worker.py tests/test_fairness.py tests/test_hardening.py tests/test_schemathesis.py
 reliability: $(STAMP)
 	$(PY) -m pytest $(RELIABILITY_TESTS) $(PYTEST_ARGS)
+	POLICY_EXAMPLES=100 $(PY) -m pytest tests/test_policy.py tests/test_authorization.py
 	for seed in 1 2 3; do SCHEMATHESIS_SEED=$$seed SCHEMATHESIS_MAX_EXAMPLES=100 $(PY) -m pytest tests/test_schemathesis.py -k finds_nothing || exit 1; done
 	$(PY) bench/load.py
 	$(MAKE) audit
