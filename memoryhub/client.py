@@ -309,7 +309,7 @@ class Message(TypedDict):
     role: Literal["user", "agent", "tool"]
     text: str
     externalId: str | None
-    userId: int | str
+    userId: str
     createdAt: str
 
 
@@ -341,6 +341,8 @@ class ParticipantExport(TypedDict):
     facts: list[dict[str, Any]]  # fact + {revisions}
     conversations: list[dict[str, Any]]  # conversation + {messages}
     approvals: list[Approval]
+    workspaces: NotRequired[list[dict[str, Any]]]  # working-memory task lists that follow the participant
+    toolCalls: NotRequired[list[dict[str, Any]]]
 
 
 class Erasure(TypedDict):
@@ -522,12 +524,15 @@ def _space(namespace: str, tail: str) -> str:
 def _connection(url: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
     """The server URL and request headers from the arguments, else MEMORYHUB_URL / MEMORYHUB_API_KEY."""
     base = (url or os.environ.get("MEMORYHUB_URL") or DEFAULT_URL).rstrip("/")
+    # Every path starts with /v1: a URL that ends with it (the API's root, as people copy it)
+    # would reach /v1/v1/... and answer 404. The server's address is what it means.
+    base = base.removesuffix("/v1").rstrip("/") if base.endswith("/v1") else base
     key = api_key if api_key is not None else os.environ.get("MEMORYHUB_API_KEY", "")
     if not key.strip():
         raise MemoryHubError(
             0, "missing-api-key",
-            "No API key: set MEMORYHUB_API_KEY (or pass api_key=). `manage.py serve` prints one as `Write key:`; "
-            "`manage.py apikey create` makes more.",
+            "No API key: set MEMORYHUB_API_KEY (or --api-key; in Python, api_key=). `make run` prints one as "
+            "`Write key:`; `.venv/bin/python manage.py apikey create --user U --project T/P` makes more.",
         )
     return base, {"Authorization": f"Bearer {key.strip()}", "Accept": "application/json", "User-Agent": USER_AGENT}
 
