@@ -39,6 +39,9 @@ __all__ = [
     "AgentInput",
     "ApiWarning",
     "AgentPage",
+    "ApiKeyCreated",
+    "ApiKeyInfo",
+    "ApiKeyPage",
     "Approval",
     "ApprovalPage",
     "AsyncClient",
@@ -57,6 +60,8 @@ __all__ = [
     "GeneratedBy",
     "Intent",
     "Me",
+    "Member",
+    "MemberPage",
     "MemoryBlock",
     "MemoryDeleted",
     "MemoryEntry",
@@ -70,6 +75,7 @@ __all__ = [
     "MessagePage",
     "ParticipantExport",
     "QueryResult",
+    "Retention",
     "RememberResult",
     "RememberRules",
     "RetrieveResult",
@@ -343,6 +349,47 @@ class ParticipantExport(TypedDict):
     approvals: list[Approval]
     workspaces: NotRequired[list[dict[str, Any]]]  # working-memory task lists that follow the participant
     toolCalls: NotRequired[list[dict[str, Any]]]
+
+
+class Member(TypedDict):
+    id: int
+    userId: str
+    username: str
+    role: Literal["viewer", "writer", "reviewer", "admin"]
+    projectId: str | None  # None: a tenant-wide role
+    createdAt: str
+
+
+class MemberPage(TypedDict):
+    data: list[Member]
+
+
+class ApiKeyInfo(TypedDict):
+    id: str
+    prefix: str
+    name: str
+    userId: str
+    username: str
+    access: Literal["read", "write"]
+    participantId: str | None
+    projectId: str
+    createdAt: str
+    lastUsedAt: str | None
+    revokedAt: str | None
+
+
+class ApiKeyPage(TypedDict):
+    data: list[ApiKeyInfo]
+
+
+class ApiKeyCreated(ApiKeyInfo):
+    apiKey: str  # shown once
+
+
+class Retention(TypedDict):
+    deletedFactsDays: int | None
+    expiredFactsDays: int | None
+    unregisteredConversationsDays: int | None
 
 
 class Erasure(TypedDict):
@@ -812,6 +859,51 @@ class MemoryHub:
         """Erase everything kept for one end user now, revisions too (admins)."""
         return cast(Erasure, self._request("DELETE", f"/v1/participants/{_seg(participant_id)}"))
 
+    # -- the project's members, keys and retention (admin API) -----------------------------
+
+    def members_list(self, *, project_id: str | None = None) -> MemberPage:
+        """Who has a role in the project: its own members and the tenant's."""
+        return cast(MemberPage, self._request("GET", "/v1/members", params=_params(projectId=project_id)))
+
+    def members_set(self, user: str, role: str, *, project_id: str | None = None) -> Member:
+        """Give a person (by username) a role in the project: viewer, writer, reviewer or admin (admins)."""
+        return cast(Member, self._request("POST", "/v1/members", params=_params(projectId=project_id),
+                                                 json={"user": user, "role": role}))
+
+    def members_remove(self, user: str, *, project_id: str | None = None) -> None:
+        """Remove the person's role in the project (admins)."""
+        self._request("DELETE", f"/v1/members/{_seg(user)}", params=_params(projectId=project_id))
+
+    def keys_list(self, *, project_id: str | None = None) -> ApiKeyPage:
+        """The project's API keys, revoked ones too; never a key's secret (admins)."""
+        return cast(ApiKeyPage, self._request("GET", "/v1/keys", params=_params(projectId=project_id)))
+
+    def keys_create(
+        self, access: str, *, user: str | None = None, participant_id: str | None = None, name: str | None = None,
+        project_id: str | None = None,
+    ) -> ApiKeyCreated:
+        """A new key (`apiKey`, shown in this answer only) for a member, default you; read or write,
+        optionally bound to one participant (admins)."""
+        body = _body(access=access, user=user, participantId=participant_id, name=name)
+        return cast(ApiKeyCreated, self._request("POST", "/v1/keys", params=_params(projectId=project_id), json=body))
+
+    def keys_revoke(self, id: str, *, project_id: str | None = None) -> None:
+        """Revoke a key: refused from the next request on (admins)."""
+        self._request("DELETE", f"/v1/keys/{_seg(id)}", params=_params(projectId=project_id))
+
+    def retention_get(self, *, project_id: str | None = None) -> Retention:
+        """Days the project keeps deleted and expired facts and unregistered conversations (None: forever)."""
+        return cast(Retention, self._request("GET", "/v1/retention", params=_params(projectId=project_id)))
+
+    def retention_set(
+        self, *, deleted_facts_days: int | None, expired_facts_days: int | None, unregistered_conversations_days: int | None,
+        project_id: str | None = None,
+    ) -> Retention:
+        """Set the project's retention; None keeps that kind of row forever (admins)."""
+        body = {"deletedFactsDays": deleted_facts_days, "expiredFactsDays": expired_facts_days,
+                "unregisteredConversationsDays": unregistered_conversations_days}
+        return cast(Retention, self._request("PUT", "/v1/retention", params=_params(projectId=project_id), json=body))
+
     # -- working memory (named like the memory_* tools) -----------------------------------
 
     def memory_save(
@@ -1211,6 +1303,51 @@ class AsyncMemoryHub:
     async def participant_erase(self, participant_id: str) -> Erasure:
         """Erase everything kept for one end user now, revisions too (admins)."""
         return cast(Erasure, await self._request("DELETE", f"/v1/participants/{_seg(participant_id)}"))
+
+    # -- the project's members, keys and retention (admin API) -----------------------------
+
+    async def members_list(self, *, project_id: str | None = None) -> MemberPage:
+        """Who has a role in the project: its own members and the tenant's."""
+        return cast(MemberPage, await self._request("GET", "/v1/members", params=_params(projectId=project_id)))
+
+    async def members_set(self, user: str, role: str, *, project_id: str | None = None) -> Member:
+        """Give a person (by username) a role in the project: viewer, writer, reviewer or admin (admins)."""
+        return cast(Member, await self._request("POST", "/v1/members", params=_params(projectId=project_id),
+                                                 json={"user": user, "role": role}))
+
+    async def members_remove(self, user: str, *, project_id: str | None = None) -> None:
+        """Remove the person's role in the project (admins)."""
+        await self._request("DELETE", f"/v1/members/{_seg(user)}", params=_params(projectId=project_id))
+
+    async def keys_list(self, *, project_id: str | None = None) -> ApiKeyPage:
+        """The project's API keys, revoked ones too; never a key's secret (admins)."""
+        return cast(ApiKeyPage, await self._request("GET", "/v1/keys", params=_params(projectId=project_id)))
+
+    async def keys_create(
+        self, access: str, *, user: str | None = None, participant_id: str | None = None, name: str | None = None,
+        project_id: str | None = None,
+    ) -> ApiKeyCreated:
+        """A new key (`apiKey`, shown in this answer only) for a member, default you; read or write,
+        optionally bound to one participant (admins)."""
+        body = _body(access=access, user=user, participantId=participant_id, name=name)
+        return cast(ApiKeyCreated, await self._request("POST", "/v1/keys", params=_params(projectId=project_id), json=body))
+
+    async def keys_revoke(self, id: str, *, project_id: str | None = None) -> None:
+        """Revoke a key: refused from the next request on (admins)."""
+        await self._request("DELETE", f"/v1/keys/{_seg(id)}", params=_params(projectId=project_id))
+
+    async def retention_get(self, *, project_id: str | None = None) -> Retention:
+        """Days the project keeps deleted and expired facts and unregistered conversations (None: forever)."""
+        return cast(Retention, await self._request("GET", "/v1/retention", params=_params(projectId=project_id)))
+
+    async def retention_set(
+        self, *, deleted_facts_days: int | None, expired_facts_days: int | None, unregistered_conversations_days: int | None,
+        project_id: str | None = None,
+    ) -> Retention:
+        """Set the project's retention; None keeps that kind of row forever (admins)."""
+        body = {"deletedFactsDays": deleted_facts_days, "expiredFactsDays": expired_facts_days,
+                "unregisteredConversationsDays": unregistered_conversations_days}
+        return cast(Retention, await self._request("PUT", "/v1/retention", params=_params(projectId=project_id), json=body))
 
     # -- working memory (named like the memory_* tools) -----------------------------------
 

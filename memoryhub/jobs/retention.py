@@ -76,11 +76,11 @@ def retention_policy_set(
     if errors:
         raise ValidationFailed(f"{next(iter(errors))}: {next(iter(errors.values()))[0]}", errors=errors)
     with transaction.atomic():
-        policy, _ = RetentionPolicy.objects.update_or_create(
+        row, _ = RetentionPolicy.objects.update_or_create(
             project_id=project_id, defaults=values | {"tenant_id": principal.tenant_id, "updated_by_id": principal.user_id},
         )
     logger.info("retention policy of project %s set by user %s: %s", project_id, principal.user_id, values)
-    return policy
+    return row
 
 
 # --- the purge -------------------------------------------------------------------------------
@@ -175,3 +175,9 @@ def retention_purge(*, now: datetime | None = None, batch_size: int | None = Non
                 break
     logger.info("purge: %s", " ".join(f"{name}={value}" for name, value in counts.items()))
     return counts
+
+
+def retention_policy_read(*, principal: Principal) -> dict:
+    """The principal's project's retention, its own or the defaults (any member may see it)."""
+    policy.require(principal, policy.Act.READ, policy.Reach.PROJECT)
+    return retention_policy_for(project_id=principal.project_id)
