@@ -209,9 +209,20 @@ def _local(args: argparse.Namespace) -> Any:
     return None
 
 
+def _sending(what: str, count: int, unit: str, payload: Any):
+    """A progress line while a large import is on its way (a terminal only, not CI)."""
+    from memoryhub.progress import Progress
+
+    progress = Progress(what)
+    size = len(json.dumps(payload, ensure_ascii=False).encode())
+    progress.say(f"sending {count:,} {unit} ({size / 1e6:.1f} MB), waiting for the server…")
+    return progress
+
+
 def _profiles(hub: Any, args: argparse.Namespace, memory: Any) -> Any:
     if args.command == "import":
-        return hub.profile_import(args.participant, memory, replace=args.replace)
+        with _sending("profiles import", len(memory), "keys", memory):
+            return hub.profile_import(args.participant, memory, replace=args.replace)
     exported = hub.profile_memory(args.participant)
     if args.output is None:
         return exported
@@ -225,7 +236,8 @@ def _profiles(hub: Any, args: argparse.Namespace, memory: Any) -> Any:
 
 def _markdown(hub: Any, args: argparse.Namespace, files: Any) -> Any:
     if args.command == "import":
-        return hub.markdown_import(files, participant_id=args.participant) | {"dir": args.dir}
+        with _sending("markdown import", len(files), "files", files):
+            return hub.markdown_import(files, participant_id=args.participant) | {"dir": args.dir}
     written = _write_folder(args.dir, hub.markdown_export(participant_id=args.participant))
     return {"dir": args.dir, "participantId": args.participant, "files": written}
 
