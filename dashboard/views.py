@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, LogoutView
 from django.db.models import Count
@@ -101,14 +102,19 @@ def switch(request):
 
 # --- overview ------------------------------------------------------------------------------------
 
+# A working-memory entry (facts.workspaces): a fact with a namespace and a key, outside any
+# conversation. The facts list and the overview keep them apart from the project's facts.
+WORKING_MEMORY = Q(namespace__isnull=False, key__isnull=False, conversation_id__isnull=True)
+
 
 @project_page(section="overview")
 def overview(request, place: Place):
     principal = place.principal
     live = fact_selectors.facts_list(principal=principal)
     context = {
-        "live_count": live.count(),
-        "recent": live.defer("embedding", "search_vector").order_by("-updated_at", "-id")[:8],
+        "live_count": live.exclude(WORKING_MEMORY).count(),  # working-memory entries are counted apart
+        "working_memory_count": live.filter(WORKING_MEMORY).count(),
+        "recent": live.exclude(WORKING_MEMORY).defer("embedding", "search_vector").order_by("-updated_at", "-id")[:8],
         "agent_count": agent_services.agents_list(principal=principal, project_id=place.project.id).count(),
         "conversation_count": conversations_visible(principal=principal).filter(project_id=place.project.id).count(),
         "namespaces": memory_namespaces(principal=principal, project_id=place.project.id)[:5],
@@ -144,8 +150,12 @@ def facts(request, place: Place):
                 if not filterset.is_valid():
                     raise ValidationFailed("Check the filters.", errors={k: [str(m) for m in v] for k, v in filterset.errors.items()})
                 queryset = filterset.qs.select_related("project").defer("embedding", "search_vector")
+                if not params.get("namespace"):  # working memory has its own page, unless a namespace is asked for
+                    context["working_memory_count"] = queryset.filter(WORKING_MEMORY).count()
+                    queryset = queryset.exclude(WORKING_MEMORY)
                 rows, next_cursor = paginate(queryset, params={"limit": PAGE_SIZE, "cursor": request.GET.get("cursor")})
-                context.update(rows=rows, next_cursor=next_cursor)
+                people = presenters.usernames(presenters.actor_ids(*[f.attributed_to for f in rows]))
+                context.update(rows=rows, next_cursor=next_cursor, total=queryset.count(), people=people)
         except ValidationFailed as error:
             _errors_to_form(form, error)
         except ApplicationError as error:  # participant-not-allowed: a viewer names an end user
@@ -362,7 +372,8 @@ def agent(request, place: Place, slug: str):
         except ApplicationError as error:  # participant-not-allowed: a viewer names an end user
             form.add_error("participant", error.detail)
         else:
-            context.update(result=result, left_out=context_left_out(turn=turn, context=result, user_message=data["message"]))
+            left_out = context_left_out(turn=turn, context=result, user_message=data["message"])
+            context.update(result=result, left_out=left_out, left_out_groups=presenters.left_out_by_reason(left_out))
     return page(request, place, "dashboard/agent.html", context)
 
 

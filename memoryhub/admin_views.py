@@ -22,7 +22,7 @@ from rest_framework.response import Response
 
 from memoryhub import services
 from memoryhub.api import ApiView, iso_time, json_object_body
-from memoryhub.jobs.retention import retention_policy_read, retention_policy_set
+from memoryhub.jobs.retention import MAX_DAYS, retention_policy_read, retention_policy_set
 from memoryhub.models import Access, Role
 
 PROJECT_PARAM = OpenApiParameter("projectId", str, required=False, description="for a tenant-wide key: the project")
@@ -81,9 +81,9 @@ class KeyInSerializer(serializers.Serializer):
 
 
 class RetentionSerializer(serializers.Serializer):
-    deletedFactsDays = serializers.IntegerField(allow_null=True, min_value=0, help_text="null: keep forever")
-    expiredFactsDays = serializers.IntegerField(allow_null=True, min_value=0)
-    unregisteredConversationsDays = serializers.IntegerField(allow_null=True, min_value=0)
+    deletedFactsDays = serializers.IntegerField(allow_null=True, min_value=0, max_value=MAX_DAYS, help_text="null: keep forever")
+    expiredFactsDays = serializers.IntegerField(allow_null=True, min_value=0, max_value=MAX_DAYS)
+    unregisteredConversationsDays = serializers.IntegerField(allow_null=True, min_value=0, max_value=MAX_DAYS)
 
 
 def member_to_dict(membership) -> dict:

@@ -342,6 +342,9 @@ def apikey_withdraw(*, principal: Principal, key_id) -> ApiKey:
     key = ApiKey.objects.filter(id=key_id, tenant_id=principal.tenant_id, project_id=principal.project_id).first() if _is_uuid(str(key_id)) else None
     if key is None:
         raise NotFound("No such key in this project.")
+    if key.id == principal.api_key_id:  # a script that revoked its own key would lock itself out mid-run
+        raise ValidationFailed("This is the key making the request: revoke it with another key, or in the dashboard.",
+                               errors={"id": ["the key in use"]})
     return apikey_revoke(api_key=key)
 
 

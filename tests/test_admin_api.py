@@ -124,3 +124,14 @@ def test_manage_py_member(world):
         member("add", "--user", "nobody", "--project", "acme/desk", "--role", "writer")
     with pytest.raises(CommandError, match="No project"):
         member("add", "--user", "charlie", "--project", "acme/nowhere", "--role", "writer")
+
+
+@pytest.mark.django_db
+def test_a_key_does_not_revoke_itself(world):
+    client = world.client()
+    own = client.get("/v1/me").json()["apiKeyId"]
+    refused = client.delete(f"/v1/keys/{own}")
+    assert refused.status_code == 400 and refused["Content-Type"] == "application/problem+json"
+    assert client.get("/v1/me").status_code == 200  # still works
+    too_long = client.put("/v1/retention", {"deletedFactsDays": 36_501, "expiredFactsDays": 1, "unregisteredConversationsDays": 1}, format="json")
+    assert too_long.status_code == 400 and "deletedFactsDays" in too_long.json()["errors"]

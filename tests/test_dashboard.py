@@ -567,3 +567,69 @@ def test_the_admin_shows_agents_and_conversations_read_only(admin_client, world,
     assert admin_client.get("/admin/retrieval/conversation/").status_code == 200
     assert admin_client.get("/admin/approvals/approval/").status_code == 200
     assert admin_client.get("/admin/memoryhub/retentionpolicy/").status_code == 200
+
+
+# --- a team lead's day (issue 22) ----------------------------------------------------------------
+
+
+def test_the_facts_list_counts_and_shows_who_and_until_when_and_keeps_working_memory_apart(world, seed):
+    expiring = data.write(world.alice, world.desk, "Expires soon.", expires_at=timezone.now() + timedelta(days=3))
+    saved = world.client(user=world.alice).post("/v1/workspaces/repo-1/memory", {"key": "prompt:build", "value": "Add /users"}, format="json")
+    assert saved.status_code == 201, saved.content
+    alice = signed_in(world.alice)
+    response = alice.get(base() + "facts/")
+    html = response.content.decode()
+    rows = response.context["rows"]
+    assert response.context["total"] == len(rows) and f"{len(rows)} facts" in html
+    assert all(not (f.namespace and f.key and f.conversation_id is None) for f in rows)  # no working-memory entry
+    with scoping.scopes_disabled():
+        entries = Fact.objects.filter(project=world.desk, status=Status.ACTIVE, namespace__isnull=False, key__isnull=False,
+                                      conversation_id__isnull=True).count()
+    assert entries >= 1 and f"{entries} working-memory entries also match" in html
+    assert ">Attributed to<" in html and ">Expires<" in html
+    row = re.search(rf'href="[^"]*{expiring.id}/".*?</tr>', html, re.S).group(0)
+    assert "alice" in row and "never" not in row.split('class="nowrap expires"')[1].split("</td>")[0]
+    # naming the namespace lists its entries
+    named = alice.get(base() + "facts/", {"namespace": "repo-1", "status": "active"})
+    assert [f.key for f in named.context["rows"]] == ["prompt:build"]
+    # the overview counts them apart
+    overview = alice.get(base())
+    with scoping.scopes_disabled():
+        live = Fact.objects.filter(project=world.desk, status=Status.ACTIVE).exclude(namespace__isnull=False, key__isnull=False, conversation_id__isnull=True)
+        assert overview.context["live_count"] == live.count() and overview.context["working_memory_count"] == entries
+
+
+def test_a_revision_diff_reads_removed_above_added_and_past_revisions_are_not_active(world, seed):
+    from dashboard.presenters import line_diff
+
+    # difflib.ndiff puts the shorter block first: a shorter replacement came out added-above-removed.
+    diff = line_diff('{\n  "text": "one two three"\n}', '{\n  "a": 1,\n  "b": 2\n}')
+    kinds = [kind for kind, _ in diff]
+    assert kinds == ["same", "del", "add", "add", "same"]
+    diff = line_diff("a\nb\nc", "a\nX\nc")
+    assert diff == [("same", "a"), ("del", "b"), ("add", "X"), ("same", "c")]
+
+    with scoping.scope(tenant_id=world.acme.id, project_id=world.desk.id):
+        fact_supersede(principal=data.person(world.alice, world.desk), fact_id=seed.note.id, content={"text": "changed"}, expect_version=1)
+    html = signed_in(world.alice).get(base() + f"facts/{seed.note.id}/").content.decode()
+    first = html.split('id="revision-1"')[1].split("</li>")[0]
+    current = html.split('id="revision-2"')[1].split("</li>")[0]
+    assert "was active" in first and "status-active" not in first
+    assert "status-active" in current and "current" in current
+
+
+def test_the_playground_groups_what_was_left_out_by_reason(world, seed):
+    from dashboard.presenters import left_out_by_reason
+
+    for i in range(7):
+        data.write(world.alice, world.desk, f"The desk closes early on day {i}.")
+    response = signed_in(world.alice).post(base() + "agents/acme.desk/", {"message": "spare parts", "participant": "end-7"})
+    left = response.context["left_out"]
+    groups = response.context["left_out_groups"]
+    assert sum(g.count for g in groups) == len(left)
+    assert [g.count for g in groups] == sorted((g.count for g in groups), reverse=True)
+    biggest = groups[0]
+    assert biggest.count >= 7 and len(biggest.first) == 3 and len(biggest.rest) == biggest.count - 3
+    html = response.content.decode()
+    assert f'data-reason="{biggest.reason}"' in html and f"{biggest.count - 3} more for this reason" in html
+    assert left_out_by_reason([]) == []
