@@ -106,3 +106,19 @@ class RetentionForm(forms.Form):
     deleted_facts_days = forms.IntegerField(required=False, min_value=0, label="Deleted and rejected facts", help_text="Days after a fact is deleted or rejected.")
     expired_facts_days = forms.IntegerField(required=False, min_value=0, label="Expired facts", help_text="Days after a fact's expiry.")
     unregistered_conversations_days = forms.IntegerField(required=False, min_value=0, label="Unregistered conversations", help_text="Days after a conversation is unregistered.")
+
+
+class SupersedeForm(forms.Form):
+    """A fact's next content (JSON), against the version the person read."""
+
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 10, "class": "mono", "spellcheck": "false"}),
+                              help_text="JSON: the whole new content (text, an object, a list …).")
+    expect_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
+
+    def clean_content(self):
+        import json
+
+        try:
+            return json.loads(self.cleaned_data["content"])
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}. A plain text is written in quotes, e.g. \"Prefers phone\".") from None

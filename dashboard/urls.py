@@ -12,6 +12,7 @@ project_pages = [
     path("facts/<uuid:fact_id>/", views.fact, name="fact"),
     path("facts/<uuid:fact_id>/verify/", views.fact_verify, name="fact-verify"),
     path("facts/<uuid:fact_id>/delete/", views.fact_delete, name="fact-delete"),
+    path("facts/<uuid:fact_id>/supersede/", views.fact_supersede, name="fact-supersede"),
     path("approvals/", views.approvals, name="approvals"),
     path("approvals/<uuid:approval_id>/decide/", views.approval_decide, name="approval-decide"),
     path("conversations/", views.conversations, name="conversations"),

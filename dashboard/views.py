@@ -242,6 +242,35 @@ def fact_delete(request, place: Place, fact_id):
     )
 
 
+@project_page(Role.WRITER, section="facts")
+def fact_supersede(request, place: Place, fact_id):
+    """Correct a fact: its next revision with new content, against the version read (a stale
+    one is refused, as the API's expectVersion). "Preview" shows the diff; "Save" writes it."""
+    current = fact_selectors.fact_get(principal=place.principal, fact_id=fact_id)
+    form = forms.SupersedeForm(request.POST or None, initial={"content": presenters.pretty(current.content), "expect_version": current.version})
+    diff = None
+    if request.method == "POST" and form.is_valid():
+        content, expected = form.cleaned_data["content"], form.cleaned_data["expect_version"]
+        diff = presenters.line_diff(presenters.pretty(current.content), presenters.pretty(content))
+        if "save" in request.POST:
+            try:
+                changed = fact_services.fact_supersede(principal=place.principal, fact_id=current.id, content=content, expect_version=expected)
+            except ApplicationError as error:
+                if error.status in (403, 404):
+                    raise
+                if error.status == 409:  # someone changed it meanwhile: show theirs, keep ours in the box
+                    current = fact_selectors.fact_get(principal=place.principal, fact_id=fact_id)
+                    diff = presenters.line_diff(presenters.pretty(current.content), presenters.pretty(content))
+                    form = forms.SupersedeForm({"content": request.POST["content"], "expect_version": current.version})
+                    form.is_valid()
+                form.add_error("content", error.detail)
+            else:
+                messages.success(request, f"Saved version {changed.version}; version {changed.version - 1} stays in the history.")
+                return redirect(place.url("fact", current.id))
+    context = {"fact": current, "status": fact_selectors.effective_status(current), "form": form, "diff": diff}
+    return page(request, place, "dashboard/fact_supersede.html", context)
+
+
 # --- approvals -----------------------------------------------------------------------------------
 
 

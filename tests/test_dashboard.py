@@ -85,6 +85,9 @@ PAGES = [
     Page("verify", "post", lambda w, s: f"facts/{s.note.id}/verify/", "reviewer", ok=302),
     Page("delete (confirm)", "get", lambda w, s: f"facts/{s.note.id}/delete/", "writer"),
     Page("delete", "post", lambda w, s: f"facts/{s.note.id}/delete/", "writer", ok=302),
+    Page("correct (form)", "get", lambda w, s: f"facts/{s.note.id}/supersede/", "writer"),
+    Page("correct", "post", lambda w, s: f"facts/{s.note.id}/supersede/", "writer", ok=302,
+         body=lambda w, s: {"content": '{"text": "corrected"}', "expect_version": "1", "save": "1"}),
     Page("approvals", "get", lambda w, s: "approvals/", "reviewer"),
     Page("approve in bulk", "post", lambda w, s: "approvals/", "reviewer", ok=302, body=lambda w, s: {"ids": [str(s.pending_approval.id)], "decision": "approve"}),
     Page("approve one", "post", lambda w, s: f"approvals/{s.pending_approval.id}/decide/", "reviewer", ok=302, body=lambda w, s: _decision(s)),
@@ -633,3 +636,35 @@ def test_the_playground_groups_what_was_left_out_by_reason(world, seed):
     html = response.content.decode()
     assert f'data-reason="{biggest.reason}"' in html and f"{biggest.count - 3} more for this reason" in html
     assert left_out_by_reason([]) == []
+
+
+def test_a_writer_corrects_a_fact_with_the_version_read_and_sees_the_diff(world, seed):
+    bob = signed_in(world.bob)
+    url = base() + f"facts/{seed.note.id}/supersede/"
+    form = bob.get(url)
+    assert form.status_code == 200 and form.context["form"].initial["expect_version"] == 1
+    assert "Correct…" in signed_in(world.bob).get(base() + f"facts/{seed.note.id}/").content.decode()
+    assert "Correct…" not in signed_in(seed.vera).get(base() + f"facts/{seed.note.id}/").content.decode()
+
+    preview = bob.post(url, {"content": '{"text": "The desk opens at nine."}', "expect_version": "1", "preview": "1"})
+    assert preview.status_code == 200 and ("add", '  "text": "The desk opens at nine."') in preview.context["diff"]
+    kinds = [kind for kind, _ in preview.context["diff"]]
+    assert kinds.index("del") < kinds.index("add")
+    with scoping.scopes_disabled():
+        assert Fact.objects.get(id=seed.note.id).version == 1  # a preview writes nothing
+
+    bad = bob.post(url, {"content": "The desk opens at nine.", "expect_version": "1", "save": "1"})
+    assert bad.status_code == 200 and "Not valid JSON" in bad.content.decode()
+
+    saved = bob.post(url, {"content": '{"text": "The desk opens at nine."}', "expect_version": "1", "save": "1"})
+    assert saved.status_code == 302 and "Saved version 2" in " ".join(texts(saved))
+    with scoping.scopes_disabled():
+        fact = Fact.objects.get(id=seed.note.id)
+        assert fact.version == 2 and fact.content == {"text": "The desk opens at nine."}
+
+    stale = bob.post(url, {"content": '{"text": "Someone else\'s edit"}', "expect_version": "1", "save": "1"})
+    assert stale.status_code == 200 and stale.context["form"].errors["content"]
+    assert stale.context["form"]["expect_version"].value() == 2  # their version, to save over knowingly
+    with scoping.scopes_disabled():
+        assert Fact.objects.get(id=seed.note.id).version == 2
+    assert signed_in(seed.vera).post(url, {"content": '"x"', "expect_version": "2", "save": "1"}).status_code == 403
