@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.db.models import Q
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, LogoutView
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.shortcuts import redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
@@ -23,6 +22,7 @@ from approvals.models import ApprovalStatus
 from approvals.selectors import approval_current_reasons, approval_get, approvals_list, approvals_visible
 from approvals.services import approval_grant, approval_reject
 from dashboard import forms, presenters
+from dashboard.activity import project_activity
 from dashboard.access import LAST_PROJECT, Place, not_found, page, project_page, require
 from facts import selectors as fact_selectors
 from facts import services as fact_services
@@ -118,6 +118,7 @@ def overview(request, place: Place):
         "agent_count": agent_services.agents_list(principal=principal, project_id=place.project.id).count(),
         "conversation_count": conversations_visible(principal=principal).filter(project_id=place.project.id).count(),
         "namespaces": memory_namespaces(principal=principal, project_id=place.project.id)[:5],
+        "activity": project_activity(principal=principal, project_id=place.project.id, reviewer=place.is_reviewer),
     }
     return page(request, place, "dashboard/overview.html", context)
 

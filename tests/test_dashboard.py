@@ -668,3 +668,30 @@ def test_a_writer_corrects_a_fact_with_the_version_read_and_sees_the_diff(world,
     with scoping.scopes_disabled():
         assert Fact.objects.get(id=seed.note.id).version == 2
     assert signed_in(seed.vera).post(url, {"content": '"x"', "expect_version": "2", "save": "1"}).status_code == 403
+
+
+def test_the_overview_charts_what_memory_did_per_day(world, seed):
+    from dashboard.activity import project_activity
+
+    with scoping.scopes_disabled():
+        revisions = FactRevision.objects.filter(project=world.desk)
+        today = revisions.filter(recorded_at__date=timezone.now().date())
+        written, by_agent = today.count(), today.filter(recorded_by__kind="agent").count()
+        pending = Approval.objects.filter(fact__project=world.desk, created_at__date=timezone.now().date()).count()
+    assert written and by_agent and pending
+    alice = signed_in(world.alice).get(base())
+    series = {s.name: s for s in alice.context["activity"]}
+    assert list(series) == ["written", "remembered", "held", "approved"]
+    assert len(series["written"].counts) == 14
+    assert series["written"].counts[-1] == written and series["remembered"].counts[-1] == by_agent
+    assert series["held"].counts[-1] == pending and series["approved"].total == 0
+    html = alice.content.decode()
+    assert html.count('class="chart"') == 4 and f'<strong class="chart-total">{written}</strong>' in html
+    # A viewer's charts hold only what a viewer may read: no approvals, no participant's facts.
+    vera = signed_in(seed.vera).get(base())
+    assert [s.name for s in vera.context["activity"]] == ["written", "remembered"]
+    assert vera.context["activity"][0].total < written
+    # another tenant's project shows none of this one's
+    with scoping.scope(tenant_id=world.globex.id, project_id=world.globex_main.id):
+        other = project_activity(principal=data.person(world.charlie, world.globex_main), project_id=world.globex_main.id, reviewer=True)
+    assert other[0].total < written
