@@ -122,3 +122,31 @@ class SupersedeForm(forms.Form):
             return json.loads(self.cleaned_data["content"])
         except ValueError as exc:
             raise forms.ValidationError(f"Not valid JSON: {exc}. A plain text is written in quotes, e.g. \"Prefers phone\".") from None
+
+
+class AgentForm(forms.Form):
+    """An agent's declaration as an admin edits it: version, instructions, intents and remember rules (JSON)."""
+
+    version = forms.CharField(max_length=100)
+    instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 5}))
+    retrieval = forms.CharField(widget=forms.Textarea(attrs={"rows": 8, "class": "mono", "spellcheck": "false"}),
+                                help_text="JSON: the list of intents, as PUT /v1/agents/{slug} takes it.")
+    remember = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4, "class": "mono", "spellcheck": "false"}),
+                               help_text="JSON: {types, scope, keepDays}, or empty for an agent that remembers nothing.")
+
+    def _json(self, name: str, empty=None):
+        import json
+
+        raw = self.cleaned_data[name].strip()
+        if not raw:
+            return empty
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}.") from None
+
+    def clean_retrieval(self):
+        return self._json("retrieval", [])
+
+    def clean_remember(self):
+        return self._json("remember")

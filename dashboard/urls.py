@@ -19,6 +19,7 @@ project_pages = [
     path("conversations/<uuid:conversation_id>/", views.conversation, name="conversation"),
     path("agents/", views.agents, name="agents"),
     path("agents/<str:slug>/", views.agent, name="agent"),
+    path("agents/<str:slug>/edit/", views.agent_edit, name="agent-edit"),
     path("memory/", views.memory, name="memory"),
     path("memory/<path:namespace>/", views.memory_namespace, name="memory-namespace"),
     path("keys/", views.keys, name="keys"),

@@ -407,6 +407,28 @@ def agent(request, place: Place, slug: str):
     return page(request, place, "dashboard/agent.html", context)
 
 
+@project_page(Role.ADMIN, section="agents")
+def agent_edit(request, place: Place, slug: str):
+    """An admin edits an agent's declaration (retrieval.agents.agent_save, as PUT /v1/agents/{slug})."""
+    found = agent_services.agent_get(principal=place.principal, project_id=place.project.id, slug=slug)
+    initial = {"version": found.version, "instructions": found.instructions, "retrieval": presenters.pretty(found.retrieval),
+               "remember": presenters.pretty(found.remember) if found.remember else ""}
+    form = forms.AgentForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            agent_services.agent_save(principal=place.principal, project_id=place.project.id, replace_only=True, data=agent_services.AgentInput(
+                slug=found.slug, version=data["version"], instructions=data["instructions"], retrieval=data["retrieval"],
+                remember=data["remember"],
+            ))
+        except ValidationFailed as error:
+            _errors_to_form(form, error)
+        else:
+            messages.success(request, f"Saved {found.slug}: its next turn reads and remembers as declared.")
+            return redirect(place.url("agent", found.slug))
+    return page(request, place, "dashboard/agent_edit.html", {"agent": found, "form": form})
+
+
 # --- working memory ------------------------------------------------------------------------------
 
 

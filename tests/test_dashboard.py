@@ -95,6 +95,9 @@ PAGES = [
     Page("conversation", "get", lambda w, s: f"conversations/{s.conversation.id}/", "viewer"),
     Page("agents", "get", lambda w, s: "agents/", "viewer"),
     Page("agent", "get", lambda w, s: "agents/acme.desk/", "viewer"),
+    Page("edit agent (form)", "get", lambda w, s: "agents/acme.desk/edit/", "admin"),
+    Page("edit agent", "post", lambda w, s: "agents/acme.desk/edit/", "admin", ok=302,
+         body=lambda w, s: {"version": "1.1.0", "instructions": "Help.", "retrieval": "[]", "remember": ""}),
     Page("playground", "post", lambda w, s: "agents/acme.desk/", "viewer", body=lambda w, s: {"message": "washing machine"}),
     Page("working memory", "get", lambda w, s: "memory/", "viewer"),
     Page("namespace", "get", lambda w, s: f"memory/{data.NAMESPACE}/", "viewer"),
@@ -695,3 +698,30 @@ def test_the_overview_charts_what_memory_did_per_day(world, seed):
     with scoping.scope(tenant_id=world.globex.id, project_id=world.globex_main.id):
         other = project_activity(principal=data.person(world.charlie, world.globex_main), project_id=world.globex_main.id, reviewer=True)
     assert other[0].total < written
+
+
+def test_an_admin_edits_an_agents_declaration(world, seed):
+    from retrieval.models import Agent
+
+    alice = signed_in(world.alice)
+    url = base() + "agents/acme.desk/edit/"
+    assert "Edit the declaration" in alice.get(base() + "agents/acme.desk/").content.decode()
+    assert "Edit the declaration" not in signed_in(seed.rita).get(base() + "agents/acme.desk/").content.decode()
+    form = alice.get(url).context["form"]
+    body = {name: form.initial[name] for name in ("version", "instructions", "retrieval", "remember")}
+
+    bad = alice.post(url, body | {"retrieval": '[{"scope": "everyone"}]'})
+    assert bad.status_code == 200 and bad.context["form"].errors
+    broken = alice.post(url, body | {"remember": "{types: x"})
+    assert "Not valid JSON" in broken.content.decode()
+    with scoping.scopes_disabled():
+        assert Agent.objects.get(project=world.desk, slug="acme.desk").version == "1.0.0"  # nothing changed
+
+    saved = alice.post(url, body | {"version": "1.1.0", "instructions": "You are the night desk."})
+    assert saved.status_code == 302
+    with scoping.scopes_disabled():
+        agent = Agent.objects.get(project=world.desk, slug="acme.desk")
+    assert (agent.version, agent.instructions) == ("1.1.0", "You are the night desk.") and agent.remember
+    api = world.client(user=world.alice).get("/v1/agents/acme.desk").json()
+    assert api["version"] == "1.1.0" and api["instructions"] == "You are the night desk."
+    assert signed_in(seed.rita).post(url, body).status_code == 403
