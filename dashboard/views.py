@@ -8,6 +8,8 @@ back with a message; what a service refuses is shown as it says it.
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
@@ -39,6 +41,8 @@ from retrieval import agents as agent_services
 from retrieval.conversations import conversations_visible, messages_list
 from retrieval.explain import context_left_out
 from retrieval.search import Run, facts_retrieve, parse_intent
+
+logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 25
 SEARCH_LIMIT = 50  # ranked search shows the best 50 (ranked reads are top-k, not paginated)
@@ -270,6 +274,49 @@ def fact_supersede(request, place: Place, fact_id):
                 return redirect(place.url("fact", current.id))
     context = {"fact": current, "status": fact_selectors.effective_status(current), "form": form, "diff": diff}
     return page(request, place, "dashboard/fact_supersede.html", context)
+
+
+# --- a person (participant): everything kept for them, export and erasure ------------------------
+
+
+@project_page(Role.ADMIN, section="facts")
+def person(request, place: Place, participant_id: str):
+    """One end user's facts, conversations, approvals and working memory (memoryhub.erasure, as the API's export)."""
+    from django.http import JsonResponse
+
+    from memoryhub import erasure
+    from memoryhub.participant_views import export_to_dict
+
+    found = erasure.participant_data(principal=place.principal, participant_id=participant_id)
+    if request.GET.get("format") == "json":
+        response = JsonResponse(export_to_dict(found), json_dumps_params={"ensure_ascii": False, "indent": 1})
+        response["Content-Disposition"] = f'attachment; filename="participant-{participant_id}.json"'
+        response["Cache-Control"] = "no-store"
+        logger.info("dashboard: %s exported participant %r of project %s", request.user.username, participant_id, place.ref)
+        return response
+    memory = [f for f in found.facts if f.namespace and f.key and f.conversation_id is None]
+    context = {
+        "participant_id": participant_id, "data": found, "facts": [f for f in found.facts if f not in memory],
+        "memory": memory, "messages_count": sum(len(m) for m in found.messages.values()),
+    }
+    return page(request, place, "dashboard/person.html", context)
+
+
+@project_page(Role.ADMIN, section="facts")
+def person_erase(request, place: Place, participant_id: str):
+    """Erase everything kept for one end user, after typing their id; logged with who did it."""
+    from memoryhub import erasure
+
+    if request.method == "POST":
+        if request.POST.get("confirm", "").strip() != participant_id:
+            messages.error(request, f"Type {participant_id} to confirm: nothing was erased.")
+        else:
+            done = erasure.participant_erase(principal=place.principal, participant_id=participant_id)
+            logger.info("dashboard: %s erased participant %r of project %s: %s", request.user.username, participant_id, place.ref, done.counts)
+            counts = ", ".join(f"{n} {what}" for what, n in done.counts.items() if n)
+            messages.success(request, f"Erased everything kept for {participant_id}: {counts or 'nothing was kept'}.")
+            return redirect(place.url("facts"))
+    return page(request, place, "dashboard/person_erase.html", {"participant_id": participant_id})
 
 
 # --- approvals -----------------------------------------------------------------------------------

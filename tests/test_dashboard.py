@@ -88,6 +88,10 @@ PAGES = [
     Page("correct (form)", "get", lambda w, s: f"facts/{s.note.id}/supersede/", "writer"),
     Page("correct", "post", lambda w, s: f"facts/{s.note.id}/supersede/", "writer", ok=302,
          body=lambda w, s: {"content": '{"text": "corrected"}', "expect_version": "1", "save": "1"}),
+    Page("person", "get", lambda w, s: "people/end-7/", "admin"),
+    Page("person export", "get", lambda w, s: "people/end-7/?format=json", "admin"),
+    Page("person erase (confirm)", "get", lambda w, s: "people/end-7/erase/", "admin"),
+    Page("person erase", "post", lambda w, s: "people/end-7/erase/", "admin", ok=302, body=lambda w, s: {"confirm": "end-7"}),
     Page("approvals", "get", lambda w, s: "approvals/", "reviewer"),
     Page("approve in bulk", "post", lambda w, s: "approvals/", "reviewer", ok=302, body=lambda w, s: {"ids": [str(s.pending_approval.id)], "decision": "approve"}),
     Page("approve one", "post", lambda w, s: f"approvals/{s.pending_approval.id}/decide/", "reviewer", ok=302, body=lambda w, s: _decision(s)),
@@ -725,3 +729,33 @@ def test_an_admin_edits_an_agents_declaration(world, seed):
     api = world.client(user=world.alice).get("/v1/agents/acme.desk").json()
     assert api["version"] == "1.1.0" and api["instructions"] == "You are the night desk."
     assert signed_in(seed.rita).post(url, body).status_code == 403
+
+
+def test_a_persons_page_shows_their_memory_exports_it_and_erases_it_when_confirmed(world, seed, caplog):
+    import json as _json
+
+    alice = signed_in(world.alice)
+    html = alice.get(base() + "facts/", {"participantId": "end-7", "status": "active"}).content.decode()
+    assert 'href="/dashboard/acme/desk/people/end-7/"' in html  # the participant links to their page
+    response = alice.get(base() + "people/end-7/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    api = world.client(user=world.alice).get("/v1/participants/end-7/export").json()
+    assert len(response.context["facts"]) + len(response.context["memory"]) == len(api["facts"]) >= 1
+    assert len(response.context["data"].conversations) == len(api["conversations"])
+    assert data.PREFERENCE[:40] in html
+    exported = alice.get(base() + "people/end-7/?format=json")
+    assert exported["Content-Disposition"] == 'attachment; filename="participant-end-7.json"'
+    assert {f["id"] for f in _json.loads(exported.content)["facts"]} == {f["id"] for f in api["facts"]}
+
+    # erasure: a wrong confirmation erases nothing; the right one erases, and says who did it in the log
+    wrong = alice.post(base() + "people/end-7/erase/", {"confirm": "end-9"})
+    assert wrong.status_code == 200 and "nothing was erased" in " ".join(texts(wrong))
+    assert world.client(user=world.alice).get("/v1/participants/end-7/export").json()["facts"]
+    with caplog.at_level("INFO", logger="dashboard.views"):
+        done = alice.post(base() + "people/end-7/erase/", {"confirm": "end-7"})
+    assert done.status_code == 302 and "Erased everything kept for end-7" in " ".join(texts(done))
+    assert any("alice erased participant 'end-7'" in r.getMessage() for r in caplog.records)
+    assert world.client(user=world.alice).get("/v1/participants/end-7/export").json()["facts"] == []
+    # a reviewer has no such page
+    assert signed_in(seed.rita).get(base() + "people/end-7/").status_code == 403
