@@ -5,11 +5,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint bench audit reliability clean help
+.PHONY: run test install lock lint bench audit reliability clean help gate-model
 
 help:
 	@echo "make run    serve memoryhub on http://127.0.0.1:$${PORT:-8000} (embedded PostgreSQL, no settings)"
 	@echo "make test   run the whole test suite"
+	@echo "make lock   update the lock files (requirements/) from pyproject.toml"
+	@echo "make gate-model  rebuild the memory gate's corpus and retrain its classifier (docs/benchmarks.md)"
 	@echo "make audit  pip-audit: known vulnerabilities in the installed packages"
 	@echo "make reliability  the guarantees of docs/reliability.md, with the larger schemathesis run"
 
@@ -18,11 +20,24 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[dev]'
+# Installs are reproducible: every package at the version and hash of the lock file
+# (requirements/dev.txt for make run/test and CI, requirements/base.txt for the image);
+# memoryhub itself goes in editable on top, with no dependencies of its own. `make lock`
+# updates both lock files from pyproject.toml (uv, from the package registry).
+LOCK := requirements/dev.txt
+$(STAMP): $(PY) $(LOCK) pyproject.toml
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+UV_COMPILE = $(VENV)/bin/uv pip compile pyproject.toml --generate-hashes --universal --python-version 3.12 --quiet
+lock: $(PY)
+	$(PY) -m pip install --quiet uv
+	$(UV_COMPILE) -o requirements/base.txt
+	$(UV_COMPILE) --extra dev --extra integrations -o $(LOCK)
+	@echo "requirements/ updated; commit it with the pyproject.toml change that asked for it"
 
 run: $(STAMP)
 	$(PY) manage.py serve
@@ -33,6 +48,12 @@ test: $(STAMP)
 bench: $(STAMP)
 	@echo "see bench/README.md"
 
+# The memory gate's corpus (tests/data/gate/corpus.jsonl) and classifier (approvals/intent_model.npz), rebuilt
+# from their sources: deterministic, so an unchanged source gives the same files. Then `bench/gate.py`.
+gate-model: $(STAMP)
+	$(PY) bench/gate_corpus.py
+	$(PY) -m approvals.intent_train
+
 # Known vulnerabilities (PyPI's advisory data) in what is installed; memoryhub itself is skipped (not on PyPI).
 audit: $(STAMP)
 	$(PY) -m pip_audit --local --skip-editable --progress-spinner off
@@ -41,7 +62,7 @@ audit: $(STAMP)
 # at three seeds, then the 5-minute load (bench/load.py; needs `pip install -e '.[bench]'`).
 RELIABILITY_TESTS := tests/test_isolation.py tests/test_retrieval_probes.py tests/test_facts_concurrency.py \
 	tests/test_idempotency.py tests/test_facts_property.py tests/test_revision_immutability.py \
-	tests/test_database_outage.py tests/test_worker.py tests/test_hardening.py tests/test_schemathesis.py
+	tests/test_database_outage.py tests/test_worker.py tests/test_fairness.py tests/test_hardening.py tests/test_schemathesis.py
 reliability: $(STAMP)
 	$(PY) -m pytest $(RELIABILITY_TESTS) $(PYTEST_ARGS)
 	for seed in 1 2 3; do SCHEMATHESIS_SEED=$$seed SCHEMATHESIS_MAX_EXAMPLES=100 $(PY) -m pytest tests/test_schemathesis.py -k finds_nothing || exit 1; done

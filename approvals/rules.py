@@ -1,83 +1,61 @@
-"""When a remembered fact needs a person's approval first: the rules, as plain functions.
+"""The memory gate: when a remembered fact needs a person's approval first.
 
 An agent's `remember` call writes a fact that a person must approve before any read sees
-it when the scope is wider than one person (`scope_reasons`) or when the text reads like
-an instruction to a model rather than a statement about the world
-(`instruction_reasons`). Each rule returns *reasons*, `{"rule", "match", "start"?,
-"end"?}`, which the approval shows to the reviewer; `start`/`end` are offsets into the
-text as given, so the admin can highlight them.
+it when the scope is wider than one person (`scope_reasons`) or when the text is aimed at
+the assistant's behaviour rather than at the person it serves (`screen`). The policy
+(issue 19): statements about a person or the world, and the person's own preferences
+about how they are served, however phrased ("never email", "don't call after 6pm",
+"always CC her assistant Tom"), are remembered at once; text aimed at the assistant's
+rules, identity, tools, secrets and other people's data, deceiving or pressuring the
+user, obeying later or embedded text, hiding itself, or sending money, contact or data to
+a new destination waits for a reviewer.
 
-What reads like an instruction
-------------------------------
-The text is first normalised (`normalise`): Unicode NFKC, invisible and format
-characters removed, accents dropped, Cyrillic and Greek look-alike letters folded to
-Latin, case folded, whitespace collapsed. The rules then run over that form and over a
-few variants of it that undo common obfuscation: letters spaced or dotted apart
-("i g n o r e", "a.l.w.a.y.s"), digits standing for letters ("1gn0r3"), text smuggled in
-Unicode tag characters, and base64. The rules, by `rule` name:
+Two layers, each giving *reasons* `{"rule", "match", "start"?, "end"?}` that the approval
+shows to the reviewer (`start`/`end` are offsets into the text as given, so the admin can
+highlight them):
 
-* `imperative` — phrases that address the model's instructions or conduct: "ignore /
-  disregard / forget … previous instructions", "new instructions", "system prompt",
-  "you are now", "you must / should / will …", "from now on" (unless a first or third
-  person follows: "From now on I prefer tea" is a statement), "do not tell the user",
-  "respond only in", "act as", "pretend", jailbreak vocabulary, and the same in Spanish,
-  French, German, Portuguese, Italian (and a little Russian and Chinese). Phrases that
-  are ordinary inside a statement ("act as", "reply with", "instead of", "respond only")
-  count only where the clause *addresses the model*: it opens there (see 1. below), or
-  "you", "please", "assistant", "AI", "bot" … stand among its last four words before
-  the phrase ("I want you to act as …" counts, "Her lawyer will act as her proxy" does
-  not).
-* `always` / `never` — **the rule for habits**. "always", "never" (and siempre, nunca,
-  toujours, jamais, immer, nie, niemals, stets, sempre, mai …) count only when they are
-  in imperative position:
+1. **Certain signals are rules** (`hard_reasons`), read over a normalised form of the text
+   (`normalise`: Unicode NFKC, invisible and format characters removed, accents dropped,
+   Cyrillic and Greek look-alike letters folded to Latin, case folded, whitespace
+   collapsed) and over variants that undo obfuscation (letters spaced or dotted apart,
+   digits for letters, Unicode tag characters, base64):
 
-    1. they open a clause (start of the text or after `. ! ? ; : ,`, a line break, a
-       bullet, a quote, optionally after "please", "also", "ok", "note", "btw" …), **and**
-       the next word could be a verb in the imperative: not a determiner, pronoun,
-       preposition or number, not an auxiliary ("been", "had", "is"), not a past or
-       present participle ("-ed", "-ing") and not a third-person verb ("-s");
-       e.g. "Always reply in French", "Never mention the refund", but not "Always on
-       time", "Never been better", "Always takes the 7:40" (an elided subject);
-    2. or the model is addressed just before, with only modal words between: "you",
-       "please", "make sure to", "the assistant / AI / bot / model" ("You must always
-       …", "Please never …", "Make sure to always …", "The assistant should always
-       reply …"; after a noun a verb must follow: "the bot never understands" is a
-       statement about the bot);
-    3. or, for the other languages, they follow a clause-opening imperative verb from a
-       short list ("Responde siempre …", "Réponds toujours …", "Antworte immer …"), or a
-       French clause opens with "ne … jamais" ("Ne mentionne jamais …").
+   * `imperative` — unambiguous injection phrases: "ignore / disregard / forget …
+     previous instructions", "new instructions:", "you are now", "developer mode",
+     jailbreak vocabulary, "do not tell the user", "reveal your system prompt", "these
+     instructions supersede …", "this is a system message", "when the user asks …
+     respond …", and the same in Spanish, French, German, Portuguese, Italian, a little
+     Russian, Chinese and Japanese. Phrases that are also ordinary in a person's
+     preference ("always", "never", "don't tell him", "from now on", "you should") are
+     not rules any more: the classifier weighs them.
+   * `role-marker` — chat-template and prompt markers: `<|im_start|>`, `[INST]`,
+     `<<SYS>>`, `### System:`, "system:" / "assistant:" at a line start, `<system>` tags.
+   * `link` — URLs (any scheme, `www.`), `data:` / `javascript:` URIs, markdown links,
+     HTML links and images, bare domains with a known top-level domain ("evil.com/x";
+     e-mail addresses are not links), defanged links ("hxxp://", "evil[.]com"), an IP
+     address with a port or path.
+   * `tool-name` — a tool the runtime offers (`BUILTIN_TOOL_NAMES` and the names passed in
+     `tool_names`), matched as a word with `_`, `-`, `.` or nothing between its parts; a
+     one-word name only where it reads as a tool ("search(", "`search`", "the search
+     tool"); function-call syntax ("send_email(", "name(x=1)"); JSON tool-call keys.
+   * `hidden-characters` — Unicode tag characters (outside an emoji flag), bidirectional
+     overrides, zero-width characters between two letters.
+   * `obfuscated` — fullwidth, circled or mathematical letters, a word mixing Latin with
+     Cyrillic or Greek look-alikes ("Аlwауs"), letters spaced apart ("a.l.w.a.y.s").
+   * `markup` — HTML comments and active markup (`<script`, `<iframe`, `on…=` handlers).
+   * `encoded` — a base64 run whose decoded text itself gives a reason.
 
-  So "Alice always takes the 7:40 train", "My son never eats peanuts" and "I always pay
-  by card" are statements about the world (a subject precedes the adverb), and pass;
-  "Always pay by card" reads as an order to the model, and needs approval. These
-  reasons carry `rule: "imperative"`.
-* `role-marker` — chat-template and prompt markers: `<|im_start|>`, `[INST]`,
-  `<<SYS>>`, `### System:`, "system:" / "assistant:" at a line start, `<system>` tags.
-* `link` — URLs (any scheme, `www.`), `data:` / `javascript:` URIs, markdown links,
-  HTML links and images, bare domains with a known top-level domain ("evil.com/x",
-  "bit.ly/abc"; e-mail addresses are not links), defanged links ("hxxp://",
-  "evil[.]com"), an IP address with a port or path.
-* `tool-name` — a tool the runtime offers (`BUILTIN_TOOL_NAMES` and the names passed in
-  `tool_names`), matched as a word with `_`, `-`, `.` or nothing between its parts
-  ("memory_remember", "memory-remember", "memoryRemember"); a one-word name ("search")
-  only where it reads as a tool: "search(", "`search`", "the search tool".
-  Function-call syntax: an identifier with `_` or `.` directly followed by `(`
-  ("send_email(", "os.system("), or any identifier followed by `(` and arguments
-  ("name()", "name(x=1)", "name('…')"), but not "order(s)" or "Alice (my sister)"; JSON
-  tool-call keys (`"tool_calls":`, `"function_call":`, `"arguments":`). A snake_case word
-  alone is not a reason.
-* `hidden-characters` — characters a reader cannot see but a model reads: Unicode tag
-  characters (outside an emoji flag), bidirectional overrides, zero-width characters
-  between two letters.
-* `markup` — HTML comments and active markup (`<script`, `<iframe`, `on…=` handlers).
-* `encoded` — a base64 run whose decoded text itself gives a reason.
+2. **The judgement of intent is learned** (`approvals.intent`): a logistic regression over
+   hashed word and character n-grams of the normalised text, trained in the repo on
+   tests/data/gate/corpus.jsonl (`python -m approvals.intent_train`). Over its threshold it
+   gives `{"rule": "intent", "match", "start", "end", "score"}`, the span being the clause
+   that pushes the score up the most.
 
-An ordinary fact — "I prefer email for anything about my orders", "My washing machine
-from order 4471 leaks water" — gives no reason. tests/data holds the corpora that
-measure both sides (tests/test_approval_rules.py). Known, accepted false alarms: a
-generic "you" ("the shop said you always get free shipping"), "system message" in any
-sense, a "System:" label opening the text, and any bare domain ("amazon.de") — each
-costs a reviewer one click.
+`screen` runs both and says whether the text is held *only* because it reads as an order
+(`order_only`: no rule fired, the classifier did, and the first clause opens like an
+imperative); `remember` then answers with `REPHRASE_HINT`, so a well-behaved agent can
+state the preference as a fact about the person and be remembered at once
+(docs/agent-loop.md). Figures: docs/benchmarks.md, "Memory gate" (`bench/gate.py`).
 
 At most `MAX_ANALYSED` characters are read and `MAX_REASONS` reasons returned; every
 pattern is bounded, so adversarial text is read in linear time.
@@ -87,6 +65,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -412,94 +391,48 @@ _OVERRIDE_VERBS = r"ignore|disregard|forget|override|overrule|bypass|discard|aba
 IMPERATIVE_PATTERNS: list[_Pattern] = [
     # -- English: overriding instructions
     _p(rf"\b(?:{_OVERRIDE_VERBS})\s+(?:(?:{_QUALIFIERS})\s+){{0,3}}(?:{_STRONG_QUALIFIERS})\s+(?:(?:{_QUALIFIERS})\s+){{0,3}}(?:{_INSTRUCTION_NOUNS})\b"),
-    _p(rf"\b(?:{_OVERRIDE_VERBS})\s+(?:(?:{_QUALIFIERS})\s+){{0,4}}(?:{_INSTRUCTION_NOUNS})\b", context="addressed"),
     _p(r"\b(?:ignore|disregard|forget)\s+(?:everything|all|anything)\s+(?:(?:that|which|you)\s+)?(?:above|before|previously|prior|earlier|so far|until now|(?:you(?:'ve| have)?\s+)?(?:been\s+)?(?:told|taught|learned|know)|(?:was|i|we)\s+(?:said|wrote|told))"),
-    _p(r"\b(?:ignore|disregard|forget)\s+(?:everything|all that|all this|that|this|it all|the above|what i said)\b", context="addressed"),
-    _p(r"\b(?:new|updated|revised|real|actual|true|secret|hidden|additional|override|overriding|priority|higher priority)\s+(?:system\s+)?(?:instructions?|directives?|system prompt|orders|task|mission|objective|persona)\s*(?:[:\-]|(?:are|is|follow|below|apply|take)\b)"),
-    _p(r"\b(?:your|these|my|following|here are|the real|the actual|the secret|the hidden|obey the|follow the) (?:new|updated|revised|real|actual|true|secret|hidden)\s+(?:system\s+)?(?:instructions?|directives?|orders|task|mission|objective|persona)\b"),
-    _p(r"\b(?:new|updated|revised|secret|hidden|override|overriding|priority)\s+(?:system\s+)?(?:instructions?|directives?|orders|task|mission|persona)\b", context="opens"),
-    _p(r"\bsystem\s*(?:prompt|message|instructions?|override|directive)\b"),
+    _p(r"\b(?:new|updated|revised|real|actual|true|secret|hidden|additional|override|overriding|priority|higher priority)\s+(?:system\s+)?(?:instructions?|directives?|system prompt|persona)\s*(?:[:\-]|(?:are|is|follow|below|apply|take)\b)"),
+    _p(r"\b(?:your|these|following|here are|the real|the actual|the secret|the hidden|obey the|follow the) (?:new|updated|revised|real|actual|true|secret|hidden)\s+(?:system\s+)?(?:instructions?|directives?|persona)\b"),
+    _p(r"\bsystem\s*(?:override|directive)\b"),
     _p(r"\b(?:god|unrestricted|unfiltered|uncensored|jailbreak|jailbroken|evil|dan|chaos|opposite)\s+mode\b"),
     _p(r"\b(?:enable|activate|enter|switch to|you are in|you're in|now in)\s+(?:the\s+)?(?:developer|dev|admin|debug|root|sudo)\s+mode\b"),
     _p(r"\b(?:jailbreak|jailbroken|jail-break|prompt injection|dan prompt|anti-?gpt|no longer bound|not bound by|free from (?:all |any )?(?:rules|restrictions|constraints|guidelines)|(?:disable|remove|turn off|switch off|bypass|deactivate|lift)\s+(?:all\s+|any\s+|your\s+|the\s+)?(?:safety|content|security)?\s*(?:filters?|moderation|guardrails|safety checks|safeguards|censorship|restrictions))\b"),
-    _p(r"\b(?:without|with no|ignoring)\s+(?:any\s+)?(?:restrictions|filters|censorship|limitations|guardrails|safety (?:rules|guidelines|filters))\b", context="addressed"),
-    _p(r"\bfrom now on\b(?!,?\s+(?:i|i'm|im|i've|i'll|we|we're|my|our|me|us|he|she|they|his|her|their|it|its|the|this|that|there|mr|mrs|ms|dr)\b)"),
-    _p(r"\b(?:starting|beginning) (?:now|today|immediately),?\s+(?:you|always|never|respond|reply|answer|only)\b"),
     _p(r"\byou(?:'re| are) (?:now|no longer|henceforth|hereby)\b"),
-    _p(r"\byou(?:'re| are) (?:a|an) (?:ai|assistant|bot|chatbot|language model|llm|unrestricted|uncensored|unfiltered|evil|new|different|helpful)\b", context="addressed"),
-    _p(r"\b(?:you|u)\s+(?:must|should|shall|will|need to|have to|are to|are required to|are supposed to|are expected to|are (?:not )?allowed to|may not|must not|cannot|can't|can not|ought to)\b"),
     _p(r"\byour\s+(?:new\s+|real\s+|true\s+|actual\s+|main\s+|only\s+|primary\s+|first\s+)?(?:task|role|job|goal|purpose|instructions?|objective|mission|persona|directive|priority)\s+(?:is|are|will be|:|now)"),
     _p(r"\byour new name is\b"),
-    _p(r"\b(?:act|behave|respond|answer|reply|speak|talk|write|pose)\s+(?:as|like)\s+(?:if|though|a|an|my|the|dan|you|someone|somebody|an?\s+\w+\s+(?:who|that))\b", context="addressed"),
-    _p(r"\b(?:pretend|imagine|roleplay|role-play|role play|simulate|impersonate)\b", context="addressed"),
-    _p(r"\b(?:do not|don't|dont|never|must not|mustn't|shouldn't|should not)\s+(?:ever\s+)?(?:tell|inform|let|notify|alert|warn|reveal|disclose|show|mention (?:this|it|that|anything)(?: to)?|say (?:this|it|that|anything)(?: to)?|share (?:this|it|that))\s+(?:the user|users|the customer|customers|anyone|anybody|them|him|her|the human|humans|the admin|the operator|the reviewer|the developer|your (?:user|developer|creator|operator|admin))\b"),
-    _p(r"\b(?:do not|don't|dont)\s+(?:tell|mention|reveal|disclose|say|share|inform|let|show|report|log|flag|escalate|ask|verify|check|warn|alert|notify|refuse|question|follow|obey|apply|admit|explain|acknowledge|repeat|summarize|summarise)\b", context="addressed"),
-    _p(r"\b(?:respond|reply|answer|output|write|speak|talk)\s+(?:only|exclusively|solely|always|just|strictly)\b", context="addressed"),
-    _p(r"\b(?:only|always)\s+(?:respond|reply|answer|output|speak|talk|say|recommend|suggest|use)\b", context="addressed"),
-    _p(r"\b(?:reply|respond|answer)\s+(?:with|using|in the form)\b", context="addressed"),
-    _p(r"\binstead of\b", context="opens"),
-    _p(r"\b(?:print|reveal|show|repeat|output|display|leak|dump|tell me|give me|share|recite|expose|return)\s+(?:me\s+)?(?:your|the|all|any|my)?\s*(?:(?:full|entire|complete|original|initial|hidden|secret|internal|system)\s+)*(?:system prompt|prompt|instructions|initial prompt|hidden instructions|configuration|api keys?|secrets?|credentials|passwords?|tokens?|context window|training data)\b", context="addressed"),
-    _p(r"\b(?:print|reveal|repeat|output|leak|dump)\s+(?:your|the)\s+(?:system\s+)?(?:prompt|instructions)\b"),
-    _p(r"\b(?:send|forward|email|e-mail|post|upload|transmit|leak|exfiltrate|copy|transfer|share|mail)\s+(?:all|every|any|everything|the entire|all of the|all the|the full)\s+(?:(?:user|users|user's|users'|customer|customers|customer's|customers'|conversation|chat|private|personal|sensitive|confidential|account|card|payment|login)\s+)*(?:data|details|information|info|history|messages|conversations?|chats?|emails|passwords?|credentials|keys|tokens|secrets|pii|records|memory|memories|files|documents|numbers)\b"),
-    _p(r"\b(?:transfer|send|wire|pay|refund)\s+(?:all|every|the|any)?\s*(?:funds|money|payments?|refunds?|balance|bitcoin|btc|crypto)\s+to\b", context="addressed"),
-    _p(r"\b(?:approve|grant|authorize|authorise|accept|allow)\s+(?:all|every|any|each)\s+(?:requests?|refunds?|payments?|transactions?|access|approvals?|facts?|memories|claims?|orders?)\b", context="addressed"),
+    _p(r"\b(?:do not|don't|dont|never|must not|mustn't|shouldn't|should not)\s+(?:ever\s+)?(?:tell|inform|let|notify|alert|warn|reveal|disclose|show|mention (?:this|it|that|anything)(?: to)?|say (?:this|it|that|anything)(?: to)?|share (?:this|it|that))\s+(?:the user|users|the customer|customers|the human|humans|the admin|the operator|the reviewer|the developer|your (?:user|developer|creator|operator|admin))\b"),
+    _p(r"\b(?:print|reveal|repeat|output|leak|dump)\s+(?:your\s+(?:system\s+)?(?:prompt|instructions)|the system prompt)\b"),
     _p(r"\bgrant\s+(?:me|them|him|her|this user|the user|everyone)\s+(?:admin|administrator|root|full|elevated|superuser|unlimited)\b"),
-    _p(r"\b(?:call|invoke|use|run|execute|trigger|fire)\s+(?:the\s+)?[\w.\-]+\s+(?:tool|function|api|endpoint|command|action|plugin)\b", context="addressed"),
-    _p(r"\b(?:execute|run|eval|evaluate)\s+(?:the\s+)?(?:following|this|these|code|command|commands|script|shell|bash|python|payload)\b", context="addressed"),
     _p(r"\b(?:decode|base64|rot13|hex)\b.{0,40}\b(?:follow|execute|obey|run|do what|comply)\b"),
-    _p(r"\b(?:obey|comply with|follow|adhere to)\s+(?:only\s+)?(?:these|this|the following|my|the new|the hidden|the embedded|all future|the instructions|these instructions)\s*(?:new\s+)?(?:instructions?|rules|orders|commands|directives?|guidelines|below|:)"),
+    _p(r"\b(?:obey|comply with|follow|adhere to)\s+(?:only\s+)?(?:the following|the new|the hidden|the embedded|all future|the instructions|these instructions)\s*(?:new\s+)?(?:instructions?|rules|orders|commands|directives?|guidelines|below|:)"),
     _p(r"\b(?:the|these|this|following) (?:instructions?|directives?) (?:supersede|override|replace|take precedence|take priority)\b"),
     _p(r"\b(?:above|previous|prior|earlier) (?:instructions?|rules|prompts?|messages?) (?:are|were|is) (?:void|invalid|obsolete|cancelled|canceled|wrong|fake|outdated|no longer)\b"),
     _p(r"\b(?:this|the following) is (?:a|an|the) (?:system|admin|administrator|developer|official|priority|important) (?:message|instruction|notice|override|update|command)\b"),
-    _p(r"\bas (?:your|the) (?:developer|creator|administrator|admin|owner|operator|system)\b"),
+    _p(r"\bas your (?:developer|creator|administrator|admin|owner|operator|system)\b"),
     _p(r"\bwhen(?:ever)? (?:the )?(?:user|customer|anyone|someone|they|a user) (?:asks?|says?|mentions?|writes?|requests?|types?)\b.{0,80}\b(?:respond|reply|answer|say|tell|recommend|send|direct|redirect|give|offer|output|link)\b"),
-    _p(r"\b(?:redirect|send|direct|point|refer|forward)\s+(?:all\s+|every\s+|any\s+|the\s+)?(?:users?|customers?|people|visitors|them|everyone|anyone|traffic|questions|requests|queries|complaints|payments|refunds)\s+to\b", context="addressed"),
-    _p(r"\b(?:recommend|promote|suggest|advertise|push|endorse|mention)\s+(?:only\s+)?(?:our|my|the|this|a|an)?\s*(?:\w+\s+){0,3}(?:product|brand|service|site|website|link|store|shop|competitor|offer|deal|coupon)\b", context="opens"),
-    _p(r"\b(?:respond|reply|answer|output)\b(?![-'])", context="opens"),
-    _p(r"\b(?:tell|inform|remind)\s+(?:the user|users|everyone|customers|the customer|anyone|people|all users|each user|every user)\b", context="opens"),
-    _p(r"\bsay\s+(?:that|only|nothing|yes|no|you|it|this|the following)\b", context="opens"),
-    _p(r"\b(?:reveal|disclose|leak|obey|comply|override|bypass)\b", context="opens"),
-    _p(r"\b(?:treat|consider|regard|view)\s+(?:this|these|the following|me|the user|all|any|every|my messages|this message|this fact|this memory|it)\s+as\b", context="opens"),
-    _p(r"\b(?:make sure|be sure|remember|don't forget|do not forget|never forget|ensure|always remember)\s+(?:that\s+)?(?:to\s+)?(?:you\s+)?(?:always|never|only)\b"),
     _p(r"\b(?:switch|change)\s+(?:to|into)\s+(?:\w+\s+)?(?:persona|character|role)\b"),
-    _p(r"\bunder no circumstances\b.{0,30}\b(?:you|should|must|may|will|reveal|tell|mention)\b"),
     _p(r"\b(?:important|urgent|critical|attention|warning)\s*[:!]+\s*(?:ai|assistant|model|llm|bot|chatbot|agent)\b"),
-    _p(r"\b(?:ai|assistant|llm|bot|chatbot)\s*(?:,|:)?\s*(?:must|should|shall|will|needs? to|has to|is to|are to)\s+(?:always|never|only|now|ignore|forget|reply|respond|answer|say|tell|recommend|include|output|use|send)\b"),
     # -- Spanish
     _p(r"\b(?:ignora|ignore|ignoren|olvida|olvide|olviden|descarta|omite|pasa por alto|haz caso omiso de)\s+(?:(?:todas|todos|las|los|tus|sus|cualquier|toda|la|el|de|mis)\s+){0,3}(?:instrucciones|reglas|indicaciones|ordenes|directrices|normas|restricciones|prompt)\b"),
     _p(r"\b(?:olvida|olvide)\s+(?:todo|lo anterior|lo que te (?:dije|dijeron))\b"),
-    _p(r"\b(?:a partir de ahora|de ahora en adelante|desde ahora)\b(?!,?\s+(?:yo|mi|mis|nosotros|el|ella|ellos|ellas|su|sus|prefiero|quiero|vivo|soy|estoy|tengo)\b)"),
-    _p(r"\b(?:ahora eres|ahora tu eres|eres ahora|actua como|actue como|finge (?:ser|que)|haz de cuenta|tu nueva tarea|tus nuevas instrucciones|nuevas instrucciones|instrucciones nuevas|prompt del sistema|mensaje del sistema)\b"),
-    _p(r"\b(?:no le digas|no les digas|no digas|no menciones|no reveles|no informes)\b", context="addressed"),
-    _p(r"\b(?:responde|contesta|habla|escribe)\s+(?:solo|solamente|unicamente|exclusivamente|siempre)\b", context="opens"),
+    _p(r"\b(?:ahora eres|ahora tu eres|eres ahora|finge (?:ser|que)|haz de cuenta|tu nueva tarea|tus nuevas instrucciones|prompt del sistema|mensaje del sistema)\b"),
     # -- French
     _p(r"\b(?:ignore|ignorez|ignorer|oublie|oubliez|oublier|neglige|negligez|ne tiens pas compte|ne tenez pas compte)\s+(?:(?:toutes|tous|les|tes|vos|ses|des|de|d'|toute|la|le|mes|ces)\s*){0,3}(?:instructions|consignes|regles|directives|ordres|restrictions|prompt)\b"),
     _p(r"\b(?:oublie|oubliez)\s+(?:tout|ce que)\b"),
-    _p(r"\b(?:a partir de maintenant|desormais|dorenavant|a partir d'aujourd'hui)\b(?!,?\s+(?:je|j'|j|mon|ma|mes|nous|notre|nos|il|elle|ils|elles|on|son|sa|ses|leur|leurs|le|la|les|mme|mr|m)\b)"),
-    _p(r"\b(?:tu es maintenant|vous etes maintenant|tu es desormais|vous etes desormais|agis comme|agissez comme|fais semblant|faites semblant|joue le role|jouez le role|tes nouvelles instructions|vos nouvelles instructions|nouvelles instructions|nouvelle consigne|invite systeme|message systeme|prompt systeme)\b"),
-    _p(r"\b(?:ne dis pas|ne dites pas|ne mentionne pas|ne mentionnez pas|ne revele pas|ne revelez pas|ne dis rien|ne dites rien)\b", context="opens"),
-    _p(r"\b(?:reponds|repondez|ecris|ecrivez|parle|parlez)\s+(?:uniquement|seulement|toujours|exclusivement)\b", context="opens"),
+    _p(r"\b(?:tu es maintenant|vous etes maintenant|tu es desormais|vous etes desormais|fais semblant|faites semblant|joue le role|jouez le role|tes nouvelles instructions|vos nouvelles instructions|invite systeme|message systeme|prompt systeme)\b"),
     # -- German
     _p(r"\b(?:ignoriere|ignorier|ignorieren sie|vergiss|vergessen sie|missachte|missachten sie|uberspringe|verwirf)\s+(?:(?:alle|alles|deine|ihre|die|vorherigen|vorigen|bisherigen|fruheren|obigen|bisher|deiner|ihrer)\s+){0,3}(?:anweisungen|anweisung|regeln|vorgaben|instruktionen|befehle|richtlinien|einschrankungen|prompt|systemprompt)\b"),
     _p(r"\b(?:vergiss|vergessen sie)\s+(?:alles|was)\b"),
-    _p(r"\b(?:ab jetzt|von nun an|ab sofort|ab heute)\b(?!,?\s+(?:[a-z]+\s+)?(?:ich|mein|meine|meinen|wir|unser|unsere|er|sie|es|sein|seine|ihr|ihre|der|die|das)\b)"),
-    _p(r"\b(?:du bist jetzt|du bist nun|sie sind jetzt|sie sind nun|tu so als|tun sie so als|verhalte dich wie|handle als|deine neue aufgabe|deine neuen anweisungen|neue anweisungen|systemprompt|systemnachricht|system-prompt)\b"),
-    _p(r"\b(?:sag|sage|sagen sie|erzahl|erzahle|verrate|verraten sie|erwahne|erwahnen sie)\s+(?:dem|den|der|niemandem|niemals|nie|keinem|nichts)\b", context="opens"),
-    _p(r"\b(?:antworte|antworten sie|schreibe|schreib|sprich|sprechen sie)\s+(?:nur|ausschliesslich|immer|stets|ab jetzt)\b", context="opens"),
+    _p(r"\b(?:du bist jetzt|du bist nun|tu so als|tun sie so als|verhalte dich wie|deine neue aufgabe|deine neuen anweisungen|systemprompt|systemnachricht|system-prompt)\b"),
     # -- Portuguese
     _p(r"\b(?:ignore|ignora|ignorem|esqueca|esquece|esquecam|desconsidere|desconsidera|descarte)\s+(?:(?:todas|todos|as|os|suas|seus|tuas|teus|quaisquer|a|o|de|das|dos)\s+){0,3}(?:instrucoes|regras|orientacoes|ordens|diretrizes|restricoes|prompt)\b"),
     _p(r"\b(?:esqueca|esquece)\s+(?:tudo|o que)\b"),
-    _p(r"\b(?:a partir de agora|de agora em diante|daqui para frente|daqui pra frente)\b(?!,?\s+(?:eu|meu|minha|meus|minhas|nos|nosso|nossa|ele|ela|eles|elas|seu|sua|prefiro|quero|moro|sou|estou|tenho)\b)"),
-    _p(r"\b(?:voce agora e|agora voce e|voce e agora|tu es agora|finja (?:ser|que)|aja como|atue como|sua nova tarefa|suas novas instrucoes|novas instrucoes|prompt do sistema|mensagem do sistema)\b"),
-    _p(r"\b(?:nao diga|nao conte|nao mencione|nao revele|nao informe)\b", context="addressed"),
-    _p(r"\b(?:responda|responde|escreva|fale)\s+(?:apenas|somente|so|sempre|exclusivamente)\b", context="opens"),
+    _p(r"\b(?:voce agora e|agora voce e|voce e agora|tu es agora|finja (?:ser|que)|sua nova tarefa|suas novas instrucoes|prompt do sistema|mensagem do sistema)\b"),
     # -- Italian
     _p(r"\b(?:ignora|ignori|ignorate|dimentica|dimentichi|dimenticate|trascura|tralascia|non considerare)\s+(?:(?:tutte|tutti|le|i|gli|tue|tuoi|sue|suoi|qualsiasi|la|il|di|delle|dei|mie|precedenti)\s+){0,3}(?:istruzioni|regole|indicazioni|ordini|direttive|restrizioni|prompt)\b"),
     _p(r"\b(?:dimentica|dimentichi)\s+(?:tutto|quello che|cio che)\b"),
-    _p(r"\b(?:d'ora in poi|da ora in poi|da adesso in poi|d'ora innanzi|da oggi in poi)\b(?!,?\s+(?:io|mio|mia|miei|mie|noi|nostro|nostra|lui|lei|loro|suo|sua|preferisco|voglio|vivo|sono|ho)\b)"),
-    _p(r"\b(?:ora sei|adesso sei|sei ora|fingi di|fai finta|comportati come|agisci come|il tuo nuovo compito|le tue nuove istruzioni|nuove istruzioni|prompt di sistema|messaggio di sistema)\b"),
-    _p(r"\b(?:non dire|non dirlo|non menzionare|non rivelare|non informare)\b", context="addressed"),
-    _p(r"\b(?:rispondi|risponda|scrivi|parla)\s+(?:solo|soltanto|unicamente|sempre|esclusivamente)\b", context="opens"),
+    _p(r"\b(?:ora sei|adesso sei|sei ora|fingi di|fai finta|il tuo nuovo compito|le tue nuove istruzioni|prompt di sistema|messaggio di sistema)\b"),
 ]
 
 # Patterns read on the text without look-alike folding (their letters are not Latin).
@@ -726,6 +659,7 @@ _CALL_SYNTAX = [
 ]
 
 
+@functools.lru_cache(maxsize=1024)
 def _tool_name_pattern(name: str) -> re.Pattern | None:
     """A tool's name as a word: its parts joined by "_", "-", "." or nothing ("memoryRemember").
 
@@ -782,8 +716,6 @@ def _run(mapped: _Mapped, collector: _Collector, tool_patterns: list[tuple[str, 
             if pattern.context == "opens" and not _opens_clause(text, match.start()):
                 continue
             collector.add(pattern.rule, match.group(), mapped.span(*match.span()))
-    for start, end in _always_never(text):
-        collector.add("imperative", text[start:end], mapped.span(start, end))
     for pattern in _LINK_PATTERNS:
         for match in pattern.regex.finditer(text):
             found = match.group()
@@ -847,6 +779,28 @@ def _hidden_characters(text: str, collector: _Collector) -> None:
         collector.add("hidden-characters", match, (run[0], run[-1] + 1))
 
 
+_LOOKALIKE_LETTERS = re.compile(r"[\uff21-\uff3a\uff41-\uff5a\u24b6-\u24e9\U0001d400-\U0001d7ff]+")
+_WORD_RUN = re.compile(r"[^\W\d_]{2,}")
+_SPACED_WORD = re.compile(r"(?<![^\W\d_])[^\W\d_](?:[ .\-_*|/+~,'`:]{1,3}[^\W\d_](?![^\W\d_])){3,}")
+
+
+def _obfuscated(text: str, collector: _Collector) -> None:
+    """Letters dressed up as other letters: fullwidth, circled or mathematical letters; a word
+    mixing Latin with Cyrillic or Greek look-alikes ("Аlwауs"); letters spaced apart ("a.l.w.a.y.s").
+    A person's preference has no need of them; a text that hides its words from filters does."""
+    for match in _LOOKALIKE_LETTERS.finditer(text):
+        collector.add("obfuscated", match.group(), match.span())
+    for match in _WORD_RUN.finditer(text):
+        word = match.group()
+        latin = any(c.isascii() for c in word)
+        lookalike = any(not c.isascii() and c.casefold() in HOMOGLYPHS and unicodedata.name(c, "").split()[0] in {"CYRILLIC", "GREEK"} for c in word)
+        if latin and lookalike:
+            collector.add("obfuscated", word, match.span())
+    for match in _SPACED_WORD.finditer(text):
+        if sum(c.isalpha() for c in match.group()) >= 4:
+            collector.add("obfuscated", match.group(), match.span())
+
+
 def _is_hidden(text: str, index: int, char: str) -> bool:
     """A bidirectional control, or a zero-width or format character next to a letter (tags apart)."""
     code = ord(char)
@@ -902,8 +856,8 @@ def _encoded(text: str, collector: _Collector, tool_patterns) -> None:
             collector.add("encoded", inner.reasons[0]["match"], run.span())
 
 
-def instruction_reasons(text: str, *, tool_names: Iterable[str] = ()) -> list[dict]:
-    """Why `text` reads like an instruction rather than a statement; [] when it does not.
+def hard_reasons(text: str, *, tool_names: Iterable[str] = ()) -> list[dict]:
+    """The certain signals in `text` (every rule but `intent`); [] when there is none.
 
     Each reason is `{"rule", "match", "start"?, "end"?}`: the rule (module docstring),
     what it matched in normalised form, and where in `text` (when it can be mapped).
@@ -934,8 +888,78 @@ def instruction_reasons(text: str, *, tool_names: Iterable[str] = ()) -> list[di
     if tags is not None:
         _run(tags, collector, tool_patterns)
     _hidden_characters(text, collector)
+    _obfuscated(text, collector)
     _encoded(text, collector, tool_patterns)
     return sorted(collector.reasons, key=lambda r: (r.get("start", len(text)), r["rule"]))
+
+
+# Told to the agent when a text is held only because it reads as an order to the assistant.
+REPHRASE_HINT = (
+    "Held for a reviewer because it reads as an order to the assistant. If it is this person's own "
+    "preference, call memory_remember again with it written as a statement about them, e.g. "
+    "\"Prefers phone calls; does not want email\" instead of \"Never email him\"."
+)
+
+
+@dataclass(frozen=True)
+class Screening:
+    """What the gate found in a text: its reasons, and whether the only one is that it reads as an order."""
+
+    reasons: list[dict]
+    order_only: bool = False
+
+
+def screen(text: str, *, tool_names: Iterable[str] = ()) -> Screening:
+    """The gate on `text`: the certain signals (rules), then the judgement of intent (classifier).
+
+    `order_only` is true when nothing but the classifier holds the text and its first
+    clause is phrased as an order ("Never email him", "Book window seats"): restated as a
+    fact about the person ("Prefers …", "Does not want …") it may be remembered at once.
+    """
+    from approvals.intent import intent_decision
+
+    text = text[:MAX_ANALYSED]
+    reasons = hard_reasons(text, tool_names=tool_names)
+    if reasons:  # held already, for a certain reason: the classifier could only add to it
+        return Screening(reasons, False)
+    folded = _base(text, fold=True)
+    held, probability, span = intent_decision(folded.text)
+    if not held:
+        return Screening([], False)
+    start, end = span
+    reason = {"rule": "intent", "match": folded.text[start:end][:200], "score": round(float(probability), 3)}
+    original = folded.span(start, end)
+    if original is not None:
+        reason["start"], reason["end"] = original
+    return Screening([reason], phrased_as_order(folded.text))
+
+
+def instruction_reasons(text: str, *, tool_names: Iterable[str] = ()) -> list[dict]:
+    """Why `text` needs a reviewer (rules and the intent classifier); [] when it may be remembered."""
+    return screen(text, tool_names=tool_names).reasons
+
+
+# Words that open an order in the first clause: "never email", "don't call", "please book".
+_ORDER_OPENERS = {"never", "always", "don't", "dont", "do", "no", "only", "please", "avoid", "keep", "make", "nie", "niemals",
+                  "immer", "bitte", "keine", "kein", "jamais", "toujours", "ne", "pas", "nunca", "siempre", "no", "non", "mai",
+                  "sempre", "nao"}
+_STATEMENT_SECOND = {"is", "was", "has", "had", "are", "were", "will", "would", "can", "could", "does", "did", "isn't", "wasn't",
+                     "doesn't", "didn't", "hasn't", "ist", "hat", "war", "est", "a", "es", "esta", "tiene", "e", "ha"}
+
+
+def phrased_as_order(normalised: str) -> bool:
+    """Does the first clause open like an imperative ("Never book aisle seats", "Call him after 6")?"""
+    words = _WORD.findall(_CLAUSE_BREAK.split(normalised, maxsplit=1)[0])
+    while words and words[0] in _OPENER_WORDS and words[0] not in _ORDER_OPENERS:
+        words = words[1:]
+    if not words:
+        return False
+    first, second = words[0], words[1] if len(words) > 1 else None
+    if first in _ORDER_OPENERS or _always_never(normalised[:40]):
+        return True
+    if first in _STATEMENT_NEXT or "'" in first or not _verb_like(first):
+        return False
+    return second is None or not (second in _STATEMENT_SECOND or second.endswith("s") and not second.endswith("ss"))
 
 
 def approval_reasons(*, text: str, scope: str, tool_names: Iterable[str] = ()) -> list[dict]:

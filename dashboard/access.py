@@ -7,6 +7,7 @@ decides, before the view runs:
 - no such project, or one the person has no role in: 404, never 403 (as in the API,
   existence is not revealed), whatever page of it was asked for;
 - a role below the page's: 403, saying which role the page needs;
+- a URL or query the services refuse (an odd namespace, an impossible time): 400, saying why;
 - otherwise the view runs, and its template renders, inside `scoping.scope(tenant,
   project)`, with `place.principal`: the person as a write key of theirs would be
   (`memoryhub.services.person_principal`). Views pass that principal to the same services
@@ -20,13 +21,15 @@ from dataclasses import dataclass
 from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
+from django.http import JsonResponse
 from django.shortcuts import render
 from django.template.response import SimpleTemplateResponse
 from django.urls import reverse
 
 from approvals.selectors import approvals_list
 from memoryhub import scoping
-from memoryhub.errors import Forbidden, NotFound, ParticipantNotAllowed
+from memoryhub.api import unstorable_in_url
+from memoryhub.errors import PROBLEM_CONTENT_TYPE, Forbidden, NotFound, ParticipantNotAllowed, ValidationFailed, problem_body
 from memoryhub.models import ROLE_RANK, Project, Role
 from memoryhub.selectors import projects_for_user
 from memoryhub.services import Principal, person_principal
@@ -89,6 +92,15 @@ def not_found(request, place: Place | None = None, detail: str = "There is no su
     return page(request, place, "dashboard/error.html", {"title": "Not found", "detail": detail}, status=404)
 
 
+def bad_request(request, place: Place, detail: str):
+    """A 400: the error page for a browser (it asks for HTML), a problem+json body for any
+    other client, as the API answers."""
+    if "text/html" not in request.headers.get("Accept", ""):
+        body = problem_body(400, ValidationFailed.code, ValidationFailed.title, detail)
+        return JsonResponse(body, status=400, content_type=PROBLEM_CONTENT_TYPE)
+    return page(request, place, "dashboard/error.html", {"title": "Bad request", "detail": detail}, status=400)
+
+
 def forbidden(request, place: Place, detail: str):
     return page(request, place, "dashboard/error.html", {"title": "Not allowed", "detail": detail}, status=403)
 
@@ -111,6 +123,9 @@ def project_page(role: str = Role.VIEWER, *, section: str = ""):
             with scoping.scope(tenant_id=row.tenant_id, project_id=row.id):
                 if not place.can(role):
                     return forbidden(request, place, f"This page needs the {role} role; yours in {place.ref} is {place.role}.")
+                # What PostgreSQL cannot store (NUL) would fail in the first query naming it (500).
+                if found := unstorable_in_url(request):
+                    return bad_request(request, place, f"{found[0]} holds a character no text may hold ({ord(found[1]):#06x}).")
                 request.session[LAST_PROJECT] = place.ref
                 try:
                     response = view(request, place, *args, **kwargs)
@@ -118,6 +133,8 @@ def project_page(role: str = Role.VIEWER, *, section: str = ""):
                     response = forbidden(request, place, error.detail)
                 except NotFound as error:
                     response = not_found(request, place, error.detail)
+                except ValidationFailed as error:  # what the URL or its query names cannot be (a namespace, a time)
+                    response = bad_request(request, place, error.detail)
                 if isinstance(response, SimpleTemplateResponse) and not response.is_rendered:
                     response.render()
             return response

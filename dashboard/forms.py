@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django import forms
-from django.utils.dateparse import parse_datetime
 
 from approvals.models import ApprovalStatus
 from facts.models import Status, Trust
@@ -48,13 +47,16 @@ class AsOfForm(forms.Form):
         except (ZoneInfoNotFoundError, ValueError):
             zone = ZoneInfo("UTC")
         # A form field under USE_TZ gives an aware time in the server's zone; the person meant theirs.
-        return at.replace(tzinfo=None).replace(tzinfo=zone)
+        return at.replace(tzinfo=None).replace(tzinfo=zone).astimezone(UTC)
 
-
-def parse_iso(value: str | None) -> datetime | None:
-    """An ISO 8601 time with a zone (links on the timeline carry one), else None."""
-    parsed = parse_datetime(value) if value else None
-    return parsed if parsed is not None and parsed.tzinfo is not None else None
+    def clean(self):
+        cleaned = super().clean()
+        if "at" in cleaned:
+            try:
+                self.moment()
+            except OverflowError:  # 0001-01-01T00:00 east of UTC, 9999-12-31T23:59 west of it
+                self.add_error("at", "That moment is outside the years 1 to 9999 in UTC.")
+        return cleaned
 
 
 class DecisionForm(forms.Form):

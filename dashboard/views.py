@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, LogoutView
 from django.db.models import Count, Q
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
@@ -37,6 +38,7 @@ from memoryhub.models import Role
 from memoryhub.pagination import paginate
 from memoryhub.selectors import apikeys_list, members_list, projects_for_user
 from memoryhub.services import apikey_create, apikey_revoke, membership_remove, membership_set, role_for
+from memoryhub.times import parse_time
 from retrieval import agents as agent_services
 from retrieval.conversations import conversations_visible, messages_list
 from retrieval.explain import context_left_out
@@ -178,6 +180,10 @@ def fact(request, place: Place, fact_id):
     current, revisions = fact_selectors.fact_revisions(principal=principal, fact_id=fact_id)
     shown, shown_note = current, None
     as_of = forms.AsOfForm(request.GET if "at" in request.GET else None)
+    moment = None
+    if not request.GET.get("revision") and (raw := request.GET.get("asOf")):  # the timeline's links carry one
+        if (moment := parse_time(raw)) is None:
+            raise ValidationFailed(f"asOf must be an ISO 8601 time with a zone, e.g. 2026-10-01T00:00:00Z, not {raw[:40]!r}.")
     try:
         if request.GET.get("revision"):
             try:
@@ -185,7 +191,7 @@ def fact(request, place: Place, fact_id):
             except ValueError:
                 version = 0
             _, shown = fact_selectors.fact_revision(principal=principal, fact_id=current.id, version=version)
-        elif moment := forms.parse_iso(request.GET.get("asOf")):
+        elif moment is not None:
             _, shown = fact_selectors.fact_as_of(principal=principal, fact_id=current.id, at=moment)
             shown_note = moment
         elif as_of.is_bound and as_of.is_valid():
@@ -388,7 +394,15 @@ def approval_decide(request, place: Place, approval_id):
             else "Rejected: no read will ever see the fact."
         )
         messages.success(request, format_html('{} <a href="{}">Open the fact</a>', what, place.url("fact", decided.fact_id)))
-    return redirect(request.POST.get("next") or place.url("approvals"))
+    return redirect(_same_site(request, request.POST.get("next")) or place.url("approvals"))
+
+
+def _same_site(request, url: str | None) -> str | None:
+    """`url` when it is a path on this site (the form sends the page it was on), else None:
+    a forged `next=https://evil.example` or `//evil.example` must not send a reviewer off-site."""
+    if url and url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return url
+    return None
 
 
 # --- conversations -------------------------------------------------------------------------------

@@ -34,27 +34,29 @@ FACT_TYPES = [*md.FACT_TYPES.values(), md.LAYOUT_TYPE]
 
 @dataclass(frozen=True)
 class Folder:
-    """Whose markdown memory: a project, and a participant or none."""
+    """Whose markdown memory: a project, and a participant or none (or a namespace: the memory tool's shared folders)."""
 
     principal: Principal
     project_id: Any
     participant_id: str | None
+    namespace: str | None = None
 
 
-def folder(*, principal: Principal, participant_id: str | None = None, project_id: Any = None) -> Folder:
+def folder(*, principal: Principal, participant_id: str | None = None, project_id: Any = None, namespace: str | None = None) -> Folder:
     """The folder a request names. A key bound to a participant has theirs; naming one takes
     the participant rule; tenant-wide keys name the project (`projectId`)."""
     participant = participant_id or principal.participant_id
     if participant is not None:
         principal.require_participant(check_participant_id(participant))
     project = principal.project_required(project_id, "Markdown memory")
-    return Folder(principal=principal, project_id=project, participant_id=participant)
+    return Folder(principal=principal, project_id=project, participant_id=participant, namespace=namespace)
 
 
 def _facts(scope: Folder):
     queryset = facts_visible(principal=scope.principal).filter(
-        project_id=scope.project_id, conversation_id__isnull=True, namespace__isnull=True, type__in=FACT_TYPES,
+        project_id=scope.project_id, conversation_id__isnull=True, type__in=FACT_TYPES,
     )
+    queryset = queryset.filter(namespace__isnull=True) if scope.namespace is None else queryset.filter(namespace=scope.namespace)
     if scope.participant_id is None:
         queryset = queryset.filter(participant_id__isnull=True)
     else:
@@ -104,6 +106,8 @@ def markdown_file(*, scope: Folder, name: str) -> str:
 def _lock(scope: Folder) -> None:
     """One import of a folder at a time (until the transaction ends)."""
     name = f"markdown:{scope.principal.tenant_id}:{scope.project_id}:{scope.participant_id or ''}"
+    if scope.namespace is not None:
+        name += f":ns:{scope.namespace}"
     key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
@@ -191,4 +195,11 @@ def _apply(scope: Folder, plan: md.FilePlan, by_id: dict[str, Fact], layout: Fac
 
 
 def _input(scope: Folder, kind: str, content: Any, key: str | None = None) -> FactInput:
-    return FactInput(type=kind, content=content, key=key, project_id=scope.project_id, participant_id=scope.participant_id)
+    return FactInput(type=kind, content=content, key=key, project_id=scope.project_id, participant_id=scope.participant_id,
+                     namespace=scope.namespace)
+
+
+# What facts.memory_tool builds on: the folder now, its lock, a fact of it.
+current_folder = _current
+lock = _lock
+fact_input = _input

@@ -627,7 +627,8 @@ def format_search(entries: list[Entry]) -> str:
     if not entries:
         return "No memory entries found."
     lines = [f"Found {len(entries)} memory entries:"]
-    lines += [f"- {e.key}: {e.value}" for e in entries]
+    # Escaped as the block's lines are: a stored `</memory>` or `<system>` is shown, never obeyed.
+    lines += [f"- {_escape(e.key)}: {_escape(e.value)}" for e in entries]
     return "\n".join(lines)
 
 

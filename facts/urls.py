@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from facts import markdown_views as mdv, profile_views as pv, views, workspace_views as ws
+from facts import markdown_views as mdv, memory_tool_views as mtv, profile_views as pv, views, workspace_views as ws
 
 urlpatterns = [
     path("facts", views.FactListView.as_view(), name="facts"),
@@ -31,4 +31,6 @@ urlpatterns = [
     path("markdown", mdv.MarkdownFolderView.as_view(), name="markdown"),
     path("markdown/import", mdv.MarkdownImportView.as_view(), name="markdown-import"),
     path("markdown/<str:name>", mdv.MarkdownFileView.as_view(), name="markdown-file"),
+    # Claude's memory tool (memory_20250818) over that folder, for hosts that are not Python.
+    path("memory-tool/<str:who>", mtv.MemoryToolView.as_view(), name="memory-tool"),
 ]

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC
 
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status as http
@@ -31,6 +29,7 @@ from memoryhub.api import ApiView
 from memoryhub.errors import PreconditionRequired, ValidationFailed
 from memoryhub.pagination import paginate
 from memoryhub.schema import limit_type
+from memoryhub.times import parse_time
 
 LIST_PARAMS = [
     OpenApiParameter(name, str, required=False) for name in ["type", "participantId", "key", "namespace", "q", "cursor"]
@@ -104,13 +103,7 @@ class FactDetailView(ApiView):
             fact, revision = selectors.fact_revision(principal=self.principal, fact_id=fact_id, version=version)
             return Response(revision_to_dict(revision, fact))
         if raw := params.get("asOf"):
-            try:
-                at = parse_datetime(raw)
-                # In UTC: PostgreSQL refuses offsets beyond ±15:59, which ISO 8601 allows.
-                at = at.astimezone(UTC) if at is not None and at.tzinfo is not None else None
-            except (ValueError, OverflowError):
-                at = None
-            if at is None:
+            if (at := parse_time(raw)) is None:
                 raise ValidationFailed("asOf must be an ISO 8601 time with a zone, e.g. 2026-10-01T00:00:00Z.", errors={"asOf": ["ISO 8601 with zone"]})
             fact, revision = selectors.fact_as_of(principal=self.principal, fact_id=fact_id, at=at)
             return Response(revision_to_dict(revision, fact))

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from memoryhub import idempotency, scoping
 from memoryhub.errors import Forbidden, ValidationFailed
+from memoryhub.parsers import refuse_unstorable, unstorable_at
 from memoryhub.services import Principal
 
 
@@ -24,22 +25,11 @@ def iso_time(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
-def _nul_at(value, where: str) -> str | None:
-    """Where the first NUL character of a parsed body is (`messages[0].text`), if any."""
-    if isinstance(value, str):
-        return where if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            name = f"{where}.{key}" if where else str(key)
-            if "\x00" in str(key):
-                return name
-            if found := _nul_at(item, name):
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            if found := _nul_at(item, f"{where}[{index}]"):
-                return found
-    return None
+def unstorable_in_url(request) -> tuple[str, str] | None:
+    """The first NUL or lone surrogate in a request's path (`path`) or query (`query.q`)."""
+    return unstorable_at(request.path, "path") or next(
+        (found for k, v in request.GET.items() if (found := unstorable_at(f"{k}={v}", f"query.{k}"))), None
+    )
 
 
 class ApiView(APIView):
@@ -56,16 +46,12 @@ class ApiView(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
-        # PostgreSQL stores no NUL in text or jsonb: one in the path, the query or a JSON body
-        # would reach the database and fail there (500). Refused here, for every endpoint.
-        where = "path" if "\x00" in request.path else next(
-            (f"query.{k}" for k, v in request.query_params.items() if "\x00" in k or "\x00" in v), None
-        )
-        if where is None and request.method in ("POST", "PUT", "PATCH"):
-            where = _nul_at(request.data, "")
-        if where is not None:
-            where = where or "body"
-            raise ValidationFailed(f"{where} may not contain NUL (\\u0000) characters.", errors={where: ["contains NUL (\\u0000)"]})
+        # PostgreSQL stores no NUL and no lone surrogate in text or jsonb: one in the path,
+        # the query or a JSON body would reach the database and fail there (500). Refused
+        # here, for every endpoint.
+        refuse_unstorable(unstorable_in_url(request))
+        if request.method in ("POST", "PUT", "PATCH"):
+            request.data  # parsed now, before any claim or write: memoryhub.parsers refuses the same in a body
         principal: Principal = request.auth
         if self.needs_role and principal.role is None:
             raise Forbidden("The key's user has no role here (a removed member?): the key has no rights.")
@@ -78,6 +64,12 @@ class ApiView(APIView):
             self._idempotency_record = idempotency.claim(principal=principal, key=key, fingerprint=fingerprint)
             self._idempotency_atomic = transaction.atomic()
             self._idempotency_atomic.__enter__()
+            try:
+                idempotency.hold(record=self._idempotency_record)
+            except idempotency.RequestInFlight:
+                self._idempotency_atomic.__exit__(None, None, None)
+                self._idempotency_atomic = None
+                raise
 
     def handle_exception(self, exc):
         if isinstance(exc, idempotency.Replay):

@@ -69,6 +69,7 @@ __all__ = [
     "MemoryHubError",
     "MemoryKeys",
     "MemorySaved",
+    "MemoryToolResult",
     "MemorySearch",
     "Message",
     "MessageInput",
@@ -288,6 +289,7 @@ class RememberResult(TypedDict):
     outcome: Literal["created", "superseded", "replayed"]
     version: int
     approvalId: NotRequired[str]
+    hint: NotRequired[str]
 
 
 class Conversation(TypedDict):
@@ -347,8 +349,8 @@ class ParticipantExport(TypedDict):
     facts: list[dict[str, Any]]  # fact + {revisions}
     conversations: list[dict[str, Any]]  # conversation + {messages}
     approvals: list[Approval]
-    workspaces: NotRequired[list[dict[str, Any]]]  # working-memory task lists that follow the participant
-    toolCalls: NotRequired[list[dict[str, Any]]]
+    workspaces: list[dict[str, Any]]  # {namespace, tasks, updatedAt}: task lists a key bound to them kept
+    toolCalls: list[dict[str, Any]]  # {namespace, name, args, result, createdAt}
 
 
 class Member(TypedDict):
@@ -432,6 +434,13 @@ class MemoryKeys(TypedDict):
 class MemoryDeleted(TypedDict):
     key: str
     text: str
+
+
+class MemoryToolResult(TypedDict):
+    """`POST /v1/memory-tool/{who}`: the tool result for the model, and lines held for approval."""
+
+    text: str
+    held: list[dict[str, Any]]  # {file, line, factId, approvalId, reasons}
 
 
 class QueryResult(TypedDict):
@@ -953,6 +962,13 @@ class MemoryHub:
     def memory_tasks(self, namespace: str, *, project_id: str | None = None) -> list[Task]:
         return cast(list[Task], self._request("GET", _space(namespace, "/tasks"), params=_params(projectId=project_id)))
 
+    def memory_tool(self, who: str, command: Mapping[str, Any], *, project_id: str | None = None) -> MemoryToolResult:
+        """Claude's memory tool: one call's `input` (`{"command": "view", "path": "/memories"}`) on the
+        MEMORY.md folder of `who` (a participant id, or `namespace:NAME`). A refused command raises
+        MemoryHubError `memory-tool-error` whose `detail` is the error text for the model."""
+        return cast(MemoryToolResult, self._request("POST", f"/v1/memory-tool/{_seg(who)}", params=_params(projectId=project_id),
+                                                    json=dict(command)))
+
     def memory_block(
         self, namespace: str, *, prompt: str | None = None, budget: int | None = None, standing_rule: bool = False,
         project_id: str | None = None,
@@ -1397,6 +1413,11 @@ class AsyncMemoryHub:
 
     async def memory_tasks(self, namespace: str, *, project_id: str | None = None) -> list[Task]:
         return cast(list[Task], await self._request("GET", _space(namespace, "/tasks"), params=_params(projectId=project_id)))
+
+    async def memory_tool(self, who: str, command: Mapping[str, Any], *, project_id: str | None = None) -> MemoryToolResult:
+        """Claude's memory tool: see MemoryHub.memory_tool."""
+        return cast(MemoryToolResult, await self._request("POST", f"/v1/memory-tool/{_seg(who)}", params=_params(projectId=project_id),
+                                                          json=dict(command)))
 
     async def memory_block(
         self, namespace: str, *, prompt: str | None = None, budget: int | None = None, standing_rule: bool = False,

@@ -29,13 +29,14 @@ an agent, memory_remember only when a turn of that agent may remember (the REST
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from memoryhub.tool_formats import CONTEXT_TOOL, RECALL_MAX_LIMIT, RECALL_TOOL, context_tool, recall_tool, working_memory_tools
+from memoryhub.tool_formats import (
+    CONTEXT_TOOL, RECALL_MAX_LIMIT, RECALL_TOOL, context_tool, memory_block, recall_tool, tag_safe_json, working_memory_tools,
+)
 
 __all__ = [
     "Backend",
@@ -175,12 +176,7 @@ def list_tools(backend: Backend, binding: Binding) -> list[dict]:
 # --- calls -------------------------------------------------------------------------------------
 
 
-def render_memory(entries: list[dict]) -> str:
-    """`<memory>` + a JSON array + `</memory>`, escaped as retrieval.agents.memory_block does it,
-    so no stored text can close the block or forge a tag."""
-    body = json.dumps(entries, ensure_ascii=False, indent=1)
-    body = body.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-    return f"<memory>\n{body}\n</memory>"
+render_memory = memory_block  # the agent's `<memory>` block, escaped the one way (memoryhub.tool_formats)
 
 
 def _only(name: str, arguments: dict, allowed: tuple[str, ...]) -> None:
@@ -231,7 +227,9 @@ def _remember(backend: Backend, binding: Binding, args: dict) -> ToolOutcome:
     _agent(REMEMBER_TOOL, binding)
     # The arguments go as they came: the service's checks answer in words the model can act on.
     answer = backend.remember(binding, {"arguments": args} | _run_fields(binding))
-    if answer["status"] == "pending-approval":
+    if answer["status"] == "pending-approval" and answer.get("hint"):
+        text = f"Saved for review (fact {answer['factId']}): a person approves it before it is used. {answer['hint']}"
+    elif answer["status"] == "pending-approval":
         text = (f"Saved for review (fact {answer['factId']}): a person approves it before it is used. "
                 "Do not call memory_remember again for it.")
     elif answer["outcome"] == "replayed":
@@ -298,7 +296,7 @@ def _list(backend: Backend, binding: Binding, args: dict) -> ToolOutcome:
 def _query(backend: Backend, binding: Binding, args: dict) -> ToolOutcome:
     _only("memory_query", args, ("query", "limit"))
     answer = backend.memory_query(binding, dict(args))
-    return ToolOutcome(json.dumps(answer, ensure_ascii=False), answer)
+    return ToolOutcome(tag_safe_json(answer), answer)  # stored text cannot close or forge a tag
 
 
 HANDLERS: dict[str, Callable[[Backend, Binding, dict], ToolOutcome]] = {

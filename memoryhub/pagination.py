@@ -14,6 +14,7 @@ from datetime import datetime
 from django.db.models import Q
 
 from memoryhub.errors import ValidationFailed
+from memoryhub.times import parse_time
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -40,7 +41,10 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         created, pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        return datetime.fromisoformat(created), pk
+        created = parse_time(created)
+        if created is None or not isinstance(pk, str):
+            raise ValueError("not a cursor of ours")
+        return created, pk
     except (ValueError, TypeError, json.JSONDecodeError):
         raise ValidationFailed("cursor is not one this API gave out.", errors={"cursor": ["invalid"]}) from None
 

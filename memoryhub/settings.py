@@ -253,6 +253,10 @@ MEMORYHUB_EMBEDDINGS_MODEL = os.environ.get("MEMORYHUB_EMBEDDINGS_MODEL", "")
 MEMORYHUB_EMBEDDING_DIMENSIONS = int(os.environ.get("MEMORYHUB_EMBEDDING_DIMENSIONS", "384"))
 MEMORYHUB_EMBEDDINGS_TIMEOUT = float(os.environ.get("MEMORYHUB_EMBEDDINGS_TIMEOUT", "30"))
 MEMORYHUB_EMBEDDINGS_BATCH = int(os.environ.get("MEMORYHUB_EMBEDDINGS_BATCH", "64"))
+# "openai": each text is cut to this many characters before it is sent (the client cannot
+# count the endpoint model's tokens; 8,000 suits OpenAI's 8,191-token models, use ~1,500
+# for 512-token ones). The local model cuts at its own 512 tokens.
+MEMORYHUB_EMBEDDINGS_MAX_CHARS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_MAX_CHARS", "8000"))
 # Recall same-conversation: the latest messages a model sees as turns, never recalled as quotes.
 MEMORYHUB_RECALL_HISTORY_WINDOW = int(os.environ.get("MEMORYHUB_RECALL_HISTORY_WINDOW", "20"))
 MEMORYHUB_EMBEDDINGS_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS", "1"))
@@ -266,6 +270,8 @@ MEMORYHUB_EXACT_SCAN_BELOW = int(os.environ.get("MEMORYHUB_EXACT_SCAN_BELOW", "8
 # How long a project's BM25 statistics (fact count, mean length) are reused by `match: any`
 # reads of a whole project or tenant before they are counted again.
 MEMORYHUB_BM25_STATS_TTL = int(os.environ.get("MEMORYHUB_BM25_STATS_TTL", "300"))
+# retrieval.rerank: the model that reorders an intent's fused candidates (`nanoranker`, or `none`).
+MEMORYHUB_RERANKER = os.environ.get("MEMORYHUB_RERANKER", "nanoranker")
 
 # --- Keyed profiles: which keys a question is about (facts.profiles) -------------------------
 # Similarity a key needs; empty: the value calibrated for the local model (other models use
@@ -289,7 +295,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["memoryhub.auth.HasApiKey"],
     "DEFAULT_THROTTLE_CLASSES": ["memoryhub.throttling.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memoryhub.parsers.JSONParser"],  # DRF's, nesting bounded (deep bodies were 500s)
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memoryhub.errors.problem_exception_handler",
     "UNAUTHENTICATED_USER": None,

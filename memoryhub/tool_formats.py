@@ -20,22 +20,51 @@ The definitions that do not depend on an agent live here: the working-memory too
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from facts import memory_block, memory_query
+from facts import memory_query
+from facts.memory_block import TYPES as ENTRY_TYPES
 
 __all__ = [
     "CONTEXT_TOOL",
     "FORMATS",
     "RECALL_TOOL",
     "context_tool",
+    "memory_block",
+    "parse_memory_block",
     "recall_tool",
+    "tag_safe_json",
     "to_format",
     "working_memory_tools",
 ]
 
 FORMATS = ("openai", "anthropic", "mcp")
+
+
+# --- what a model is shown of stored text ---------------------------------------------------------
+
+
+def tag_safe_json(value: Any, *, indent: int | None = None) -> str:
+    """JSON in which `<`, `>` and `&` are escaped (as \\u003c, \\u003e, \\u0026): no stored text
+    can close a `<memory>` block or forge a `<system>` tag around it, and json.loads gives
+    every value back unchanged. The one escaper of every JSON a model is shown: the
+    agent's `<memory>` block, memory_recall, memory_query."""
+    body = json.dumps(value, ensure_ascii=False, indent=indent)
+    return body.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def memory_block(entries: list[dict]) -> str:
+    """`<memory>` + a JSON array (tag_safe_json) + `</memory>`."""
+    return f"<memory>\n{tag_safe_json(entries, indent=1)}\n</memory>"
+
+
+def parse_memory_block(text: str) -> list:
+    """The inverse of memory_block (for tests and clients)."""
+    if not (text.startswith("<memory>\n") and text.endswith("\n</memory>")):
+        raise ValueError("not a memory block")
+    return json.loads(text[len("<memory>\n"):-len("\n</memory>")])
 CONTEXT_TOOL = "memory_context"
 RECALL_TOOL = "memory_recall"
 RECALL_MAX_LIMIT = 50
@@ -59,7 +88,7 @@ def working_memory_tools() -> list[dict]:
                 "properties": {
                     "key": _KEY,
                     "value": {"type": "string", "description": "What to remember, in plain words."},
-                    "type": {"type": "string", "enum": list(memory_block.TYPES), "description": "Optional: overrides the type inferred from the key."},
+                    "type": {"type": "string", "enum": list(ENTRY_TYPES), "description": "Optional: overrides the type inferred from the key."},
                     "references": {"type": "array", "items": {"type": "string"}, "maxItems": 100, "description": "Optional: keys of entries this one derives from."},
                 },
                 "required": ["key", "value"],

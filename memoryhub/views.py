@@ -96,8 +96,13 @@ class MeView(ApiView):
         )
 
 
+def _is_api(request) -> bool:
+    """The API and the MCP endpoint answer problem+json; pages answer HTML."""
+    return request.path.startswith("/v1/") or request.path == "/mcp"
+
+
 def not_found(request, exception=None):
-    if request.path.startswith("/v1/"):
+    if _is_api(request):
         return django_problem(404, "not-found", "Not found", "No such resource here.")
     from django.views.defaults import page_not_found
 
@@ -105,7 +110,7 @@ def not_found(request, exception=None):
 
 
 def server_error(request):
-    if request.path.startswith("/v1/"):
+    if _is_api(request):
         return django_problem(500, "server-error", "Server error", "An unexpected error occurred; it has been logged.")
     from django.views.defaults import server_error as default
 

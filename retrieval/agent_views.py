@@ -216,6 +216,7 @@ class RememberOutSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=["created", "superseded", "replayed"])
     version = serializers.IntegerField()
     approvalId = serializers.UUIDField(required=False)
+    hint = serializers.CharField(required=False, help_text="Held only because the text reads as an order: how to state it as a fact about the person instead.")
 
 
 class AgentRememberView(ApiView):

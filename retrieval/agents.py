@@ -16,7 +16,6 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from facts.content import NAME_PATTERN
 from facts.models import Status, Trust
@@ -25,6 +24,8 @@ from memoryhub import policy
 from memoryhub.errors import ApplicationError, Conflict, NotFound, ValidationFailed
 from memoryhub.models import Role
 from memoryhub.services import Principal
+from memoryhub.times import parse_time
+from memoryhub.tool_formats import memory_block, parse_memory_block  # noqa: F401  (the agent's <memory> block; parse_memory_block for callers)
 from retrieval.models import Agent, RememberCall
 from retrieval import recall as recall_
 from retrieval.conversations import conversation_find
@@ -276,22 +277,6 @@ def _memory_entry(hit: Hit) -> dict:
     return entry
 
 
-def memory_block(entries: list[dict]) -> str:
-    """`<memory>` + a JSON array + `</memory>`. `<`, `>` and `&` are escaped inside the JSON
-    (as \\u003c, \\u003e, \\u0026), so no content can close the block or forge a tag, and
-    json.loads of the inside gives every value back unchanged."""
-    body = json.dumps(entries, ensure_ascii=False, indent=1)
-    body = body.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-    return f"<memory>\n{body}\n</memory>"
-
-
-def parse_memory_block(text: str) -> list:
-    """The inverse of memory_block (for tests and clients)."""
-    if not (text.startswith("<memory>\n") and text.endswith("\n</memory>")):
-        raise ValueError("not a memory block")
-    return json.loads(text[len("<memory>\n"):-len("\n</memory>")])
-
-
 @dataclass
 class Context:
     messages: list[dict]
@@ -376,8 +361,8 @@ def _remember_arguments(agent: Agent, arguments: Any) -> tuple[str, str, str | N
         )
     valid_until = arguments.get("validUntil")
     if valid_until is not None:
-        parsed = parse_datetime(valid_until) if isinstance(valid_until, str) else None
-        if parsed is None or parsed.tzinfo is None:
+        parsed = parse_time(valid_until)
+        if parsed is None:
             raise RememberRejected(
                 "`validUntil` must be an ISO 8601 time with a zone, e.g. 2026-12-31T00:00:00Z; or leave it out.",
                 errors={"arguments.validUntil": ["ISO 8601 with zone"]},
@@ -407,10 +392,11 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
     if scope == "same-conversation" and turn.conversation_id is None:
         raise RememberRejected(f"{turn.who} remembers per conversation: pass the run's `conversationId`.", errors={"conversationId": ["required"]})
 
-    from approvals.rules import BUILTIN_TOOL_NAMES, instruction_reasons, scope_reasons
+    from approvals.rules import BUILTIN_TOOL_NAMES, REPHRASE_HINT, scope_reasons, screen
     from approvals.services import approval_request
 
-    reasons = scope_reasons(scope) + instruction_reasons(text, tool_names=BUILTIN_TOOL_NAMES)
+    screening = screen(text, tool_names=BUILTIN_TOOL_NAMES)
+    reasons = scope_reasons(scope) + screening.reasons
     pending = bool(reasons)
     content = {"key": key, "text": text} if key else {"text": text}
     data = FactInput(
@@ -437,6 +423,8 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
             if pending:
                 approval = approval_request(fact=fact, reasons=reasons, requested_by=attributed_to)
                 result["approvalId"] = str(approval.id)
+                if screening.order_only and len(reasons) == len(screening.reasons):
+                    result["hint"] = REPHRASE_HINT  # held only for reading as an order: say how to state it
             if call.run_id and call.tool_call_id:
                 RememberCall.objects.create(
                     tenant_id=principal.tenant_id, project_id=agent.project_id, agent=agent, participant_id=turn.participant_id,

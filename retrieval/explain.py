@@ -77,7 +77,7 @@ def _no_match(intent: Intent, fact: Fact, query: str) -> str:
     if intent.mode == "semantic" and fact.embedding_model is None:
         return "it has no embedding yet, so search by meaning cannot find it"
     if intent.mode == "keyword":
-        return "the message shares no searchable word with it" if intent.match == "any" else "not every word of the message occurs in it"
+        return "the message shares no searchable word with it (none that it does not exclude with -word)"
     return f"it is not among the {MAX_LIMIT} best matches of the message (by {intent.mode})"
 
 

@@ -12,8 +12,9 @@ class IntentSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["none", "keyword", "semantic", "both"], required=False, default="none")
     limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
     roles = serializers.ListField(child=serializers.ChoiceField(choices=["user", "agent"]), required=False)
-    match = serializers.ChoiceField(choices=["all", "any"], required=False, help_text="keyword leg: every word (default) or any word, BM25-ranked")
+    match = serializers.ChoiceField(choices=["all", "any"], required=False, help_text="keyword leg: every word first, then any word by BM25 (default), or any word, BM25-ranked")
     fusion = serializers.ChoiceField(choices=["rrf", "score"], required=False, help_text="mode both: RRF k=60 (default) or mean of min-max normalised scores")
+    rerank = serializers.BooleanField(required=False, help_text="facts, modes keyword/semantic/both: reorder the fused candidates by the in-process reranker (default false)")
 
 
 class RetrieveInSerializer(StrictSerializer):
@@ -30,6 +31,7 @@ class RetrieveInSerializer(StrictSerializer):
 class RanksSerializer(serializers.Serializer):
     keyword = serializers.IntegerField(required=False)
     semantic = serializers.IntegerField(required=False)
+    rerank = serializers.IntegerField(required=False, help_text="the place the reranker gave (intents with rerank: true)")
 
 
 class FactHitSerializer(serializers.Serializer):

@@ -52,6 +52,8 @@ def tool_calls(calls: list[tuple[str, dict[str, Any] | str, str]]) -> dict[str, 
 class FakeChatServer:
     """Serves the script on 127.0.0.1 (a free port) while the `with` block runs."""
 
+    route = "/v1/chat/completions"
+
     def __init__(self, script: list[Step], model: str = "fake-model"):
         self.script = list(script)
         self.model = model
@@ -96,8 +98,11 @@ class FakeChatServer:
             step = self.script.pop(0)
             number = next(self._ids)
         message = step(body) if callable(step) else step
+        return 200, self._reply(body, message, number)
+
+    def _reply(self, body: dict[str, Any], message: dict[str, Any], number: int) -> dict[str, Any]:
         finish = "tool_calls" if message.get("tool_calls") else "stop"
-        return 200, {
+        return {
             "id": f"chatcmpl-fake-{number}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -137,7 +142,7 @@ def _handler(fake: FakeChatServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length)
             with fake._lock:
                 fake.calls.append({"path": self.path, "auth": self.headers.get("Authorization")})
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            if self.path.split("?")[0].rstrip("/") != fake.route:
                 self._send(404, _error(f"No route {self.path}.", "invalid_request_error"))
                 return
             try:
@@ -148,3 +153,36 @@ def _handler(fake: FakeChatServer) -> type[BaseHTTPRequestHandler]:
             self._send(*fake._answer(body if isinstance(body, dict) else {}))
 
     return Handler
+
+
+# --- Anthropic's Messages API (POST /v1/messages), for the Claude SDK's tool runner ---------------
+
+
+def claude_tool_use(name: str, input: dict[str, Any], call_id: str = "toolu_1") -> dict[str, Any]:
+    """An assistant turn that calls one tool (stop_reason `tool_use`)."""
+    return {"content": [{"type": "tool_use", "id": call_id, "name": name, "input": input}]}
+
+
+def claude_text(content: str) -> dict[str, Any]:
+    """An assistant turn that answers in words (stop_reason `end_turn`)."""
+    return {"content": [{"type": "text", "text": content}]}
+
+
+class FakeClaudeServer(FakeChatServer):
+    """The same scripted server speaking `POST /v1/messages`: each step is `{"content": [blocks]}`."""
+
+    route = "/v1/messages"
+
+    @property
+    def url(self) -> str:
+        """The Anthropic base URL (what `Anthropic(base_url=...)` takes)."""
+        assert self._server is not None, "start the server first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def _reply(self, body: dict[str, Any], message: dict[str, Any], number: int) -> dict[str, Any]:
+        blocks = message["content"]
+        return {
+            "id": f"msg_fake_{number}", "type": "message", "role": "assistant", "model": body["model"], "content": blocks,
+            "stop_reason": "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }

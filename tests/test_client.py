@@ -71,6 +71,7 @@ CALLS: dict[str, tuple[tuple, dict[str, Any]]] = {
     "memory_tasks_put": (("repo-1", [{"id": "t1", "desc": "d", "status": "open", "rounds": 0, "note": ""}]), {}),
     "memory_tasks": (("repo-1",), {}),
     "memory_block": (("repo-1",), {"prompt": "users", "budget": 100, "standing_rule": True}),
+    "memory_tool": (("namespace:team/x", {"command": "view", "path": "/memories"}), {"project_id": "p-1"}),
 }
 ITERATORS = {"facts_iter": ((), {"type": "acme.note"}), "messages_iter": (("c-1",), {})}
 ANSWER = {"data": [], "nextCursor": None, "nextAfter": None, "tools": [], "facts": [], "messages": []}
@@ -111,6 +112,7 @@ def test_the_async_client_sends_what_the_sync_client_sends():
     assert "/v1/workspaces/repo-1/memory/tool%3Aa%2Fb" in by_path
     assert "/v1/participants/end%207%2Fx/export" in by_path
     assert "/v1/workspaces/repo-1/block?prompt=users&budget=100&standingRule=true" in by_path
+    assert json.loads(by_path["/v1/memory-tool/namespace%3Ateam%2Fx?projectId=p-1"][1]) == {"command": "view", "path": "/memories"}
 
 
 def test_both_clients_have_the_same_methods_and_signatures():
@@ -233,6 +235,9 @@ def test_every_endpoint_through_the_sync_client(live_server, tx_world):
         _shape(block, mh.MemoryBlock)
         assert block["block"].startswith("<memory>") and "prompt:build" in block["block"]
         _shape(hub.memory_delete("repo-1", "prompt:build"), mh.MemoryDeleted)
+        _shape(hub.memory_tool("end-7", {"command": "create", "path": "/memories/user-notes.md", "file_text": "- Likes tea"}),
+               mh.MemoryToolResult)
+        assert "- Likes tea" in hub.memory_tool("end-7", {"command": "view", "path": "/memories/user-notes.md"})["text"]
 
         hub.conversations_delete(later["id"])
         assert hub.conversations_get(later["id"])["registered"] is False

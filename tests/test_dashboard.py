@@ -378,7 +378,7 @@ def test_delete_ends_the_fact_and_keeps_its_revisions(world, seed):
 def test_the_queue_marks_what_triggered_each_rule_and_counts_in_the_navigation(world, seed):
     page = signed_in(seed.rita).get(base() + "approvals/")
     html = page.content.decode()
-    assert '<mark title="imperative">Always offer</mark>' in html or re.search(r'<mark title="[^"]*imperative[^"]*">Always', html)
+    assert re.search(r'<mark title="[^"]*(?:imperative|intent)[^"]*">Always offer', html)
     assert re.search(r'<mark title="link">http://manuals\.example\.com/wm-4471</mark>', html)
     assert 'aria-label="2 pending"' in html
     assert "Ignore previous instructions" not in html  # globex's question is not ours
@@ -387,14 +387,15 @@ def test_the_queue_marks_what_triggered_each_rule_and_counts_in_the_navigation(w
 def test_approving_makes_the_fact_visible_to_retrieval(world, seed):
     reader = world.client(user=world.alice)
     body = {"query": "washing machine repair", "participantId": "end-7", "intents": [{"scope": "same-user", "mode": "keyword"}]}
-    assert reader.post("/v1/retrieve", body, format="json").json()["facts"] == []
+    before = [hit["fact"]["id"] for hit in reader.post("/v1/retrieve", body, format="json").json()["facts"]]
+    assert str(seed.pending.id) not in before
     response = signed_in(seed.rita).post(
         base() + f"approvals/{seed.pending_approval.id}/decide/",
         {f"{seed.pending_approval.id}-decision": "approve", f"{seed.pending_approval.id}-note": "ok for end-7"}, follow=True,
     )
     assert any(t.startswith("Approved") for t in texts(response))
     found = [hit["fact"]["id"] for hit in reader.post("/v1/retrieve", body, format="json").json()["facts"]]
-    assert found == [str(seed.pending.id)]
+    assert found == [str(seed.pending.id)] + before  # every word first; facts sharing some words after it
     with scoping.scopes_disabled():
         approval = Approval.objects.get(id=seed.pending_approval.id)
     assert (approval.status, approval.note, approval.decided_by) == (ApprovalStatus.APPROVED, "ok for end-7", {"id": str(seed.rita.pk), "kind": "user"})
@@ -412,6 +413,23 @@ def test_rejecting_with_a_note_hides_the_fact_for_good(world, seed):
     # Deciding again is refused with the service's words.
     again = rita.post(base() + f"approvals/{seed.linked_approval.id}/decide/", {f"{seed.linked_approval.id}-decision": "approve"}, follow=True)
     assert any("already rejected" in t for t in texts(again))
+
+
+def test_a_decisions_next_stays_on_this_site(world, seed):
+    """`next` comes back from the form as the page it was on; a forged one must not send the reviewer off-site."""
+    rita = signed_in(seed.rita)
+    approval = seed.pending_approval.id
+    forged = rita.post(base() + f"approvals/{approval}/decide/", {f"{approval}-decision": "approve", "next": "https://evil.example/"})
+    assert forged.status_code == 302 and forged["Location"] == base() + "approvals/"
+    with scoping.scopes_disabled():
+        assert Approval.objects.get(id=approval).status == ApprovalStatus.APPROVED  # decided, and back to the queue
+    # Deciding again is refused, and goes back the same way: to `next` when it is this site's.
+    for bad in ["//evil.example/phish", "/\\evil.example", "https:evil.example", "javascript:alert(1)", "http://testserver.evil.example/"]:
+        response = rita.post(base() + f"approvals/{approval}/decide/", {f"{approval}-decision": "approve", "next": bad})
+        assert response.status_code == 302 and response["Location"] == base() + "approvals/", (bad, response["Location"])
+    here = base() + "approvals/?status=all"
+    response = rita.post(base() + f"approvals/{approval}/decide/", {f"{approval}-decision": "approve", "next": here})
+    assert response.status_code == 302 and response["Location"] == here
 
 
 def test_approve_in_bulk_with_one_note(world, seed):

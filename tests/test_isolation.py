@@ -131,6 +131,8 @@ ENDPOINTS = {
         "/v1/markdown/import?participantId={fact}", {"post": {"files": [{"name": "MEMORY.md", "text": "## User\n- [user] probe\n"}]}},
         **PARTICIPANT_VIEW,
     ),
+    # Claude's memory tool over the same folder: `view` of the index that shows the secret to its owner.
+    "memory-tool": Endpoint("/v1/memory-tool/{fact}", {"post": {"command": "view", "path": "/memories/MEMORY.md"}}, **PARTICIPANT_VIEW),
     # The admin API: the project's members and retention any member reads; members, keys and
     # retention only admins change (a read key and a key bound to one end user may not).
     # Another project or tenant reaches its own.

@@ -113,6 +113,27 @@ def test_make_run_serves_keeps_data_and_stops_cleanly(tmp_path):
 
 
 @pytest.mark.slow
+def test_after_a_kill_9_the_next_make_run_adopts_the_database_and_its_ctrl_c_stops_it(tmp_path):
+    data_dir = tmp_path / "data"
+    env = _env(data_dir, _free_port())
+    proc, key = _start(env)
+    server = next(p for p in psutil.Process(proc.pid).children(recursive=True) if "serve" in " ".join(p.cmdline()))
+    server.kill()  # SIGKILL to the web server alone: it cannot let go of the database
+    proc.wait(timeout=30)
+    assert _postgres_running(data_dir), "the database is orphaned, as it would be after a crash"
+    holders = json.loads((data_dir / "postgres" / ".handle_pids.json").read_text())
+    assert server.pid in holders  # the dead server still seems to hold it
+
+    proc, second_key = _start(env)  # adopts the orphaned server
+    try:
+        assert second_key == key
+        assert httpx.get(f"http://127.0.0.1:{env['PORT']}/v1/me", headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    finally:
+        _ctrl_c(proc)
+    assert not _postgres_running(data_dir), "a clean stop after a kill -9 left the embedded PostgreSQL running"
+
+
+@pytest.mark.slow
 @pytest.mark.redis
 def test_database_url_and_redis_url_switch_to_real_servers(redis_url, django_db_blocker, tmp_path):
     """The same code on a PostgreSQL named by DATABASE_URL (here: a database of its own on

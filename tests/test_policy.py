@@ -112,6 +112,9 @@ def make_object(world, kind: str, shape: str) -> Obj:
         _ok(owner.put(f"/v1/profiles/{participant}/facts/{secret}", {"value": f"{secret} profile"}, format="json"))
         body = {"type": "memory.user", "content": f"{secret} markdown", "scope": {"participantId": participant}}
         _ok(owner.post("/v1/facts", body, format="json"))
+    elif kind == "memfile":  # a topic file of end-7's MEMORY.md folder, through Claude's memory tool
+        command = {"command": "create", "path": f"/memories/{secret}.md", "file_text": f"{secret} likes tea.\n"}
+        _ok(owner.post(f"/v1/memory-tool/{participant}", command, format="json"))
     elif kind == "agent":
         _agent(world)
         _ok(owner.put(f"/v1/agents/{AGENT['slug']}", AGENT | {"instructions": f"{secret} instructions"}, format="json"))
@@ -177,7 +180,7 @@ def state(obj) -> tuple:
     from facts.models import Fact, ToolCall, Workspace
     from retrieval.models import Message
 
-    own = {"participant_id": obj.participant_id} if obj.kind in ("workspace", "profile") else {}
+    own = {"participant_id": obj.participant_id} if obj.kind in ("workspace", "profile", "memfile") else {}
 
     def read():
         facts = Fact.objects.filter(Q(text__contains=obj.secret) | Q(key__contains=obj.secret), tenant_id=obj.tenant_id, **own)
@@ -363,6 +366,13 @@ PROBES = [
     Probe("participant-export", "profile", Act.ADMIN, lambda c, o: c.get("/v1/participants/end-7/export"), ("end-7",), style="list"),
     Probe("participant", "profile", Act.ADMIN, lambda c, o: c.delete("/v1/participants/end-7"), ("end-7",),
           style="effect", snapshot=state, effect=changed_state),
+    # Claude's memory tool over a person's MEMORY.md folder
+    Probe("memory-tool", "memfile", Act.READ, lambda c, o: c.post("/v1/memory-tool/end-7", {"command": "view", "path": "/memories"}, format="json"),
+          ("end-7",), style="list"),
+    Probe("memory-tool", "memfile", Act.WRITE,
+          lambda c, o: c.post("/v1/memory-tool/end-7", {"command": "create", "path": f"/memories/{o.secret}-2.md",
+                                                        "file_text": f"{o.secret} likes coffee too.\n"}, format="json"),
+          ("end-7",), style="effect", snapshot=state, effect=changed_state),
     # agents (the project's) and their turns
     Probe("agents", "agent", Act.READ, lambda c, o: c.get("/v1/agents"), ("project",), style="list"),
     Probe("agent", "agent", Act.READ, lambda c, o: c.get(f"/v1/agents/{o.id}"), ("project",)),

@@ -84,13 +84,50 @@ def test_match_any_finds_a_fact_sharing_only_some_words(world):
     leak = write(client, "The washing machine leaks water from the bottom.")
     write(client, "end-9 likes blue sofas")
     question = "Why is my dishwasher leaking onto the kitchen floor?"
-    assert retrieve(client, question, [{"scope": "same-user", "mode": "keyword"}])["facts"] == []  # every word: none
     body = retrieve(client, question, [{"scope": "same-user", "mode": "keyword", "match": "any", "limit": 3}])
     assert [h["fact"]["id"] for h in body["facts"]] == [leak["id"]]  # shares only "leak"
     hit = body["facts"][0]
     assert hit["ranks"] == {"keyword": 1}
     assert hit["score"] == 1 / 61  # the keyword mode's score is by rank, as with match all
     assert hit["intent"] == {"source": "facts", "scope": "same-user", "mode": "keyword", "limit": 3, "match": "any"}
+
+
+# --- match all: every word first, then widened ---------------------------------------------------
+
+
+def test_plain_query_takes_every_word_matches_first_then_facts_with_some_words_by_bm25(world):
+    client = world.client()
+    texts = {"all": "the washing machine leaks", "two": "washing machine manual", "rare": "it leaks", "one": "machine room", "none": "blue sofa"}
+    facts = {name: write(client, text) for name, text in texts.items()}
+    hits = retrieve(client, "washing machine leaks", [{"scope": "same-user", "mode": "keyword"}])["facts"]
+    # Only "all" has every word; the rest follow by BM25 over the query's lexemes, as match any ranks them.
+    some = {name: texts[name].split() for name in texts if name != "all"}
+    expected = bm25(["washing", "machine", "leaks"], some | {"all": texts["all"].split()})
+    order = ["all"] + sorted((n for n in expected if n != "all"), key=lambda n: (-expected[n], facts[n]["id"]))
+    assert [h["fact"]["id"] for h in hits] == [facts[name]["id"] for name in order]
+    assert "none" not in order and order[1] == "two"
+    assert [h["ranks"] for h in hits] == [{"keyword": r} for r in range(1, len(order) + 1)]
+    assert hits[0]["score"] == 1 / 61  # the seed's arithmetic: keyword rank 1 scores 1/61
+    assert hits[0]["intent"] == {"source": "facts", "scope": "same-user", "mode": "keyword", "limit": 10}  # match all is the default
+
+
+def test_search_syntax_leads_and_a_word_it_excludes_is_never_widened_to(world):
+    client = world.client()
+    washer = write(client, "washing machine")
+    combo = write(client, "washing machine and dryer")
+    leaky = write(client, "machine that leaks")
+    write(client, "blue sofa")
+
+    def ids(query):
+        return [h["fact"]["id"] for h in retrieve(client, query, [{"scope": "same-user", "mode": "keyword"}])["facts"]]
+
+    # -dryer: the literal match first; the widening adds facts with "washing" or "machine", never one with "dryer".
+    assert ids('"washing machine" -dryer') == [washer["id"], leaky["id"]]
+    assert ids("machine -dryer -leaks") == [washer["id"]]
+    # A phrase nothing holds: the facts with its words, by BM25 (leaks is the rarer word).
+    assert ids('"machine leaks"')[0] == leaky["id"] and set(ids('"machine leaks"')) == {washer["id"], combo["id"], leaky["id"]}
+    # `or` is every word of either side first.
+    assert set(ids("dryer or leaks")[:2]) == {combo["id"], leaky["id"]}
 
 
 def test_match_any_ranks_by_bm25_so_a_rare_word_outweighs_a_common_one(world):
@@ -214,7 +251,7 @@ def test_fusion_score_is_the_mean_of_min_max_normalised_leg_scores(hand_made):
     assert hits[0].intent.as_dict()["fusion"] == "score"
 
 
-def test_plain_both_is_unchanged_rrf(hand_made):
+def test_plain_both_is_rrf(hand_made):
     run, facts, similarity, keyword = hand_made
     for raw in ({"mode": "both"}, {"mode": "both", "match": "any"}):
         intent = parse_intent({"scope": "same-user", **raw})
@@ -226,9 +263,11 @@ def test_plain_both_is_unchanged_rrf(hand_made):
     by_id = {facts[name]["id"]: name for name in facts}
     rrf_any = run_intent(run, parse_intent({"scope": "same-user", "mode": "both", "match": "any"}), Result(), embedder=StubEmbedder(unit(1.0, 0.0)))
     assert [by_id[str(h.fact.id)] for h in rrf_any][:3] == ["y", "w", "x"]
-    # Plain both keeps web-search AND: only x has all three words.
+    # Plain both: x, the only fact with every word, leads the keyword leg; the facts with some
+    # of the words follow it there by BM25 (w: two words, y: one).
     hits = run_intent(run, parse_intent({"scope": "same-user", "mode": "both"}), Result(), embedder=StubEmbedder(unit(1.0, 0.0)))
-    assert [h.ranks.get("keyword") for h in hits if "keyword" in h.ranks] == [1]
+    keyword_order = sorted((h for h in hits if "keyword" in h.ranks), key=lambda h: h.ranks["keyword"])
+    assert [by_id[str(h.fact.id)] for h in keyword_order] == ["x", "w", "y"]
 
 
 def test_facts_retrieve_passes_the_options_through(hand_made, settings):
@@ -269,3 +308,21 @@ def test_project_wide_bm25_counts_its_statistics_once_per_ttl(world, settings, d
     with django_assert_num_queries(2):
         fresh = run_intent(run, parse_intent(intent), Result())
     assert len(fresh) == 5
+
+
+def test_under_rrf_the_semantic_leg_offers_its_best_limit_so_a_keyword_only_rank_one_scores_1_61(hand_made):
+    run, facts, _, _ = hand_made
+    by_id = {facts[name]["id"]: name for name in facts}
+    embedder = StubEmbedder(unit(1.0, 0.0))
+    # Semantic order: y, w, z, x, v. With limit 3 the semantic leg offers y, w, z only, so x
+    # (every word: keyword rank 1, semantic rank 4) is a keyword-only hit: exactly 1/61.
+    hits = run_intent(run, parse_intent({"scope": "same-user", "mode": "both", "limit": 3}), Result(), embedder=embedder)
+    got = {by_id[str(h.fact.id)]: h for h in hits}
+    assert [by_id[str(h.fact.id)] for h in hits] == ["y", "w", "x"]
+    assert got["x"].ranks == {"keyword": 1} and got["x"].score == 1 / 61
+    assert got["y"].ranks == {"keyword": 3, "semantic": 1} and got["y"].score == pytest.approx(1 / 63 + 1 / 61)
+    # Score fusion keeps 4 x limit (at least 40) on both legs: x is semantic rank 4 there.
+    scored = run_intent(run, parse_intent({"scope": "same-user", "mode": "both", "limit": 3, "match": "any", "fusion": "score"}), Result(), embedder=embedder)
+    wide = run_intent(run, parse_intent({"scope": "same-user", "mode": "both", "limit": 10, "match": "any", "fusion": "score"}), Result(), embedder=embedder)
+    assert {by_id[str(h.fact.id)]: h.ranks for h in wide}["x"] == {"keyword": 1, "semantic": 4}
+    assert [h.fact.id for h in scored] == [h.fact.id for h in wide][:3]

@@ -77,11 +77,11 @@ def retention_policy_set(
     if errors:
         raise ValidationFailed(f"{next(iter(errors))}: {next(iter(errors.values()))[0]}", errors=errors)
     with transaction.atomic():
-        row, _ = RetentionPolicy.objects.update_or_create(
+        retention, _ = RetentionPolicy.objects.update_or_create(
             project_id=project_id, defaults=values | {"tenant_id": principal.tenant_id, "updated_by_id": principal.user_id},
         )
     logger.info("retention policy of project %s set by user %s: %s", project_id, principal.user_id, values)
-    return row
+    return retention
 
 
 # --- the purge -------------------------------------------------------------------------------

@@ -2,34 +2,45 @@
 
 Checks the database, migrates, makes the demo tenant/project/user when none exists,
 prints where to go and how to sign in, then serves on 127.0.0.1:$PORT (8000). Ctrl-C
-(or SIGTERM) stops the web server and, for the embedded database, the database too.
+(or SIGTERM) stops the web server within seconds, an embedding in flight included (what
+it did not embed, the backfill job does later), and, for the embedded database, the
+database too. Slow or stalled clients are dropped after a few seconds (PooledWSGIServer).
 Without a broker (no REDIS_URL) the beat schedule's jobs run on a background thread
 (memoryhub.beat), so the embedded service expires, purges and backfills as production does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import json
+import logging
 import os
+import queue
 import secrets
 import signal
 import socket
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from concurrent.futures import Future
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.core.management.commands.runserver import Command as RunserverCommand
-from django.core.servers.basehttp import WSGIServer
+from django.core.servers.basehttp import ServerHandler, WSGIRequestHandler, WSGIServer
 
 from memoryhub import beat, embedded, tasks
 from memoryhub.checks import database_problem
 from memoryhub.models import Access, ApiKey, Project, Tenant
 from memoryhub.services import apikey_create, tenant_bootstrap
+from retrieval.embeddings import interrupt_documents
 
 DEMO_TENANT, DEMO_PROJECT, DEMO_USER = "demo", "demo", "demo"
+
+logger = logging.getLogger(__name__)
 
 
 def address_problem(host: str, port: str) -> str | None:
@@ -98,8 +109,9 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             pass
         finally:
+            interrupt_documents()  # an embedding in flight stops at its next chunk; backfill does the rest later
             if in_process_beat is not None:
-                in_process_beat.stop()
+                in_process_beat.stop(timeout=10)
             tasks.shutdown()
             self.stdout.write("memoryhub stopped.")
             embedded.stop()
@@ -138,22 +150,122 @@ class Command(BaseCommand):
         return saved
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A connection's reads, each allowed `idle` seconds and all of a request's together
+    `deadline` (set per request): a client that announces a body and sends two bytes, or
+    one that drips a byte at a time, gets a TimeoutError instead of a thread forever. The
+    socket's own timeout (for writing the answer) is put back after each read."""
+
+    def __init__(self, sock: socket.socket, *, idle: float, write_timeout: float):
+        self._sock = sock
+        self._idle = idle
+        self._write_timeout = write_timeout
+        self.deadline = time.monotonic() + idle
+        self.received = 0  # bytes of the current request so far
+
+    def start_request(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.received = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request took too long to arrive")
+        self._sock.settimeout(min(self._idle, remaining))
+        try:
+            count = self._sock.recv_into(buffer)
+            self.received += count
+            return count
+        finally:
+            self._sock.settimeout(self._write_timeout)
+
+
+class _RequestHandler(WSGIRequestHandler):
+    """Django's handler, reading the whole request (line, headers, body) on the connection's
+    own thread under the server's read timeouts, then running the application on a pooled
+    thread: a slow client holds a cheap connection thread for seconds, never a pooled one."""
+
+    def setup(self):
+        self.timeout = self.server.write_timeout  # StreamRequestHandler sets it on the socket
+        super().setup()
+        self._reader = _DeadlineReader(self.connection, idle=self.server.idle_timeout, write_timeout=self.server.write_timeout)
+        self.rfile = io.BufferedReader(self._reader)
+
+    def handle_one_request(self):
+        self._reader.start_request(self.server.read_timeout)
+        try:
+            self.raw_requestline = self.rfile.readline(65537)
+            if not self.raw_requestline:  # the client closed the connection
+                self.close_connection = True
+                return
+            if len(self.raw_requestline) > 65536:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(414)
+                return
+            if not self.parse_request():  # an error was answered
+                return
+            body = self._body()
+        except TimeoutError:
+            self.close_connection = True
+            if self._reader.received:  # a connection that never sent a byte is closed quietly
+                logger.info("dropped %s: its request did not arrive in time", self.client_address[0])
+                with contextlib.suppress(OSError):
+                    self.wfile.write(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+            return
+        handler = ServerHandler(body, self.wfile, self.get_stderr(), self.get_environ())
+        handler.request_handler = self  # backpointer for logging & connection closing
+        self.server.run_pooled(handler.run, self.server.get_app())
+
+    def _body(self):
+        """The body, read in full (a stream over it), or the connection itself when it
+        announces more than the API accepts (Django refuses it without reading it)."""
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        if length <= 0:
+            return io.BytesIO()
+        if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            return self.rfile
+        body = self.rfile.read(length)
+        if len(body) < length:  # the client closed before the end
+            self.close_connection = True
+        return io.BytesIO(body)
+
+
 class PooledWSGIServer(WSGIServer):
-    """Django's development server, serving requests on a fixed pool of threads.
+    """Django's development server, running the application on a fixed pool of threads.
 
     - A thread per request (runserver's way) opens a new database connection for every
       request, which cost more than the retrieval itself; pooled threads keep theirs
       (CONN_MAX_AGE).
+    - A connection is read on a thread of its own (at most `max_connections` at once; more
+      are closed at once), under read timeouts: no byte for `idle_timeout` seconds, or
+      the request not in after `read_timeout`, and it is dropped (408). Only a request
+      that has fully arrived takes a pooled thread, so slow or stalled clients never
+      starve the pool: /healthz answers beside them.
+    - Every thread is a daemon, so Ctrl-C/SIGTERM ends the process even with a request
+      in flight.
     - TCP_NODELAY on each connection: the server writes headers and body separately, and
       with Nagle's algorithm and delayed ACKs every kept-alive request waited ~40 ms.
     """
 
     daemon_threads = True
     pool_size = 8
+    max_connections = 256
+    idle_timeout = 5.0
+    read_timeout = 30.0
+    write_timeout = 30.0
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._pool = ThreadPoolExecutor(max_workers=self.pool_size, thread_name_prefix="memoryhub-web")
+    def __init__(self, server_address, handler_class=None, **kwargs):
+        super().__init__(server_address, _RequestHandler, **kwargs)
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._connections = threading.BoundedSemaphore(self.max_connections)
+        for number in range(self.pool_size):
+            threading.Thread(target=self._work, name=f"memoryhub-web-{number}", daemon=True).start()
 
     def get_request(self):
         conn, addr = super().get_request()
@@ -161,19 +273,41 @@ class PooledWSGIServer(WSGIServer):
         return conn, addr
 
     def process_request(self, request, client_address):
-        self._pool.submit(self._handle, request, client_address)
+        if not self._connections.acquire(blocking=False):
+            logger.warning("%d connections open: closing the one from %s", self.max_connections, client_address[0])
+            self.shutdown_request(request)
+            return
+        threading.Thread(target=self._connection, args=(request, client_address), daemon=True).start()
 
-    def _handle(self, request, client_address):
+    def _connection(self, request, client_address):
         try:
             self.finish_request(request, client_address)
         except Exception:
             self.handle_error(request, client_address)
         finally:
             self.shutdown_request(request)
+            self._connections.release()
+
+    def run_pooled(self, function, *args):
+        """`function(*args)` on a pooled thread; waits for it (its exception is raised here)."""
+        future: Future = Future()
+        self._jobs.put((future, function, args))
+        return future.result()
+
+    def _work(self):
+        while (job := self._jobs.get()) is not None:
+            future, function, args = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(function(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
 
     def server_close(self):
         super().server_close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for _ in range(self.pool_size):
+            self._jobs.put(None)
 
 
 def _raise_keyboard_interrupt(signum, frame):

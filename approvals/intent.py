@@ -1,0 +1,222 @@
+"""The memory gate's judgement of intent: does a text try to steer the assistant?
+
+A linear classifier (logistic regression) over hashed word and character n-grams of the
+normalised text (`approvals.rules` normalisation: NFKC, invisible characters out, accents
+off, look-alike letters folded, case folded). It is trained in the repo on
+tests/data/gate/corpus.jsonl by `python -m approvals.intent_train` (one command,
+deterministic), which writes the weights to approvals/intent_model.npz; a decision costs
+well under a millisecond, in-process, with numpy only. Why this and not the embedding
+model's vectors: docs/benchmarks.md ("Memory gate").
+
+`intent_score(text)` is the probability that the text is aimed at the assistant's
+behaviour (poisoning) rather than a statement about a person or the world or the person's
+own preference; `intent_reason(text)` turns a score over the model's threshold into a
+reason `{"rule": "intent", "match", "start", "end", "score"}` whose span is the clause that
+contributes most to the score, so a reviewer sees why.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MODEL_PATH = Path(__file__).with_name("intent_model.npz")
+DIMENSIONS = 1 << 18
+_WORDS = re.compile(r"[^\W_]+(?:'[^\W_]+)?|[^\w\s]", re.UNICODE)
+_CLAUSE = re.compile(r"[^.!?;:\n()\[\]{}]+")
+
+
+# Word groups that carry the policy rather than a phrasing: who is addressed, whom it is about,
+# how wide it reaches, what it touches. Each word of a group also gives the group's feature, so
+# a phrasing never seen in training still lands on what it is about. Normalised (no accents).
+_GROUPS_SOURCE = {
+    "assistant": "you your yourself yours assistant ai bot chatbot model llm agent gpt chatgpt claude copilot du dich dir dein deine "
+                 "deinen ki assistent tu toi te ton ta tes vous votre vos assistante ia usted tus asistente ti tuo tua tuoi sei "
+                 "voce teu tua assistente",
+    "audience": "user users customer customers client clients anyone anybody everyone everybody people visitors whoever someone "
+                "somebody caller callers nutzer nutzerin benutzer kunde kunden jeder jemand jedem utilisateur utilisateurs quiconque "
+                "usuario usuarios cualquiera alguien utente utenti chiunque usuarios cliente clientes",
+    "universal": "every each all whenever any regardless whatever always forever permanently jede jeder jedes jeden alle immer "
+                 "chaque tous toutes toujours cada todos todas siempre ogni tutti tutte sempre qualquer",
+    "answers": "answer answers reply replies respond response responses message messages conversation conversations chat chats "
+               "session sessions output antwort antworten antworte nachricht reponse reponds repondre respuesta responde mensaje "
+               "risposta rispondi messaggio resposta responda mensagem",
+    "rules": "instruction instructions rule rules guideline guidelines policy policies system prompt directive directives "
+             "command commands mode restrictions restriction safety filter filters configuration persona identity anweisung "
+             "anweisungen regel regeln consigne consignes regle regles instruccion instrucciones regla reglas istruzioni regole "
+             "instrucoes regras",
+    "memory": "memory memories note notes remember stored saved store save entry record records log logs history audit "
+              "gedachtnis notiz memoire memoria nota",
+    "secrets": "password passwords passcode key keys token tokens secret secrets credential credentials pin cvv otp api ssh "
+               "login passwort kennwort geheim mot passe contrasena clave segreto senha",
+    "destination": "account accounts wallet iban swift bank payee transfer transfers wire forward upload link portal "
+                   "konto compte cuenta conto conta",
+    "conceal": "hide hidden conceal deny denies secretly quietly silently trace traces wipe erase pretend invisible "
+               "leugne verstecke nie cache cacher nier oculta niega nascondi nega esconda",
+    "obey": "obey follow comply whatever next later future following trust trusted authority override overrides supersede "
+            "execute run befolge folge obeis suis obedece sigue obbedisci segui obedeca siga",
+    "deceive": "pretend claim claims fake invent fabricate lie convince pressure insist scare guilty doubt downplay discourage "
+               "impersonate pose sign",
+    "person": "he she they him her them his their hers theirs i me my mine myself we our us er sie ihm ihn ihr ihre sein seine "
+              "ich mein meine il elle lui leur son sa ses je moi mon ma mes el ella ellos su sus yo mi mis lei lui suo sua io "
+              "mio mia ele ela dele dela eu meu minha",
+}
+_GROUPS: dict[str, tuple[str, ...]] = {}
+for _group, _words in _GROUPS_SOURCE.items():
+    for _word in _words.split():
+        _GROUPS[_word] = _GROUPS.get(_word, ()) + (_group,)
+GROUP_WEIGHT = 0.15
+CHAR_NGRAMS = (4,)
+
+
+def _hash(feature: str) -> int:
+    return zlib.crc32(feature.encode("utf-8")) & (DIMENSIONS - 1)
+
+
+def _tokens(text: str) -> list[tuple[str, int, int]]:
+    return [(m.group(), m.start(), m.end()) for m in _WORDS.finditer(text)]
+
+
+def features(text: str) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """Hashed features of normalised `text`: (indices, values, span in `text` of each feature).
+
+    Word unigrams and bigrams, the clause-opening word, and character 3- to 5-grams of each
+    word (with its boundaries); counts are sublinear and the vector is unit length.
+    """
+    tokens = _tokens(text)
+    found: list[tuple[str, int, int]] = []
+    previous = "<s>"
+    previous_start = 0
+    opening = True
+    opened: str | None = None
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for word, start, end in tokens:
+        if not word[0].isalnum():
+            opening = word in ".!?;:\n()[]{}\"'-"
+            found.append(("p:" + word, start, end))
+            previous, previous_start = word, start
+            continue
+        found.append(("w:" + word, start, end))
+        for group in _GROUPS.get(word, ()):
+            groups.setdefault(group, []).append((start, end))
+        found.append(("b:" + previous + " " + word, previous_start, end))
+        if opening:
+            found.append(("o:" + word, start, end))
+            opening = False
+            opened = word
+        elif opened is not None:
+            found.append(("o2:" + opened + " " + word, previous_start, end))
+            opened = None
+        padded = f"<{word}>"
+        for n in CHAR_NGRAMS:
+            for i in range(max(1, len(padded) - n + 1)):
+                found.append((f"c{n}:" + padded[i:i + n], start, end))
+        previous, previous_start = word, start
+    found.append(("b:" + previous + " </s>", previous_start, len(text)))
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32), []
+    indices = np.fromiter((_hash(f) for f, _, _ in found), dtype=np.int64, count=len(found))
+    unique, inverse, counts = np.unique(indices, return_inverse=True, return_counts=True)
+    values = (1.0 + np.log(counts)).astype(np.float32)
+    values /= np.linalg.norm(values)
+    occurrences = [((s, e), int(inverse[i])) for i, (_, s, e) in enumerate(found)]
+    # The groups: present or not, and which pairs meet in one text; not diluted by the text's length.
+    extra: dict[int, float] = {}
+    extra_spans: list[tuple[tuple[int, int], int]] = []
+    names = sorted(groups)
+    keys = [("g:" + name, groups[name]) for name in names]
+    keys += [] and [(f"gg:{a}+{b}", groups[a] + groups[b]) for i, a in enumerate(names) for b in names[i + 1:]]
+    for key, spans in keys:
+        slot = _hash(key)
+        extra[slot] = extra.get(slot, 0.0) + GROUP_WEIGHT
+        extra_spans.extend((span, slot) for span in spans)
+    if extra:
+        merged = dict(zip(unique.tolist(), values.tolist()))
+        for slot, value in extra.items():
+            merged[slot] = merged.get(slot, 0.0) + value
+        order = sorted(merged)
+        position = {slot: i for i, slot in enumerate(order)}
+        occurrences = [(span, position[int(unique[i])]) for span, i in occurrences]
+        occurrences += [(span, position[slot]) for span, slot in extra_spans]
+        unique = np.array(order, dtype=np.int64)
+        values = np.array([merged[slot] for slot in order], dtype=np.float32)
+    # Where each feature occurs (for attributing a score to spans).
+    return unique, values, occurrences
+
+
+@dataclass(frozen=True)
+class IntentModel:
+    weights: np.ndarray  # (DIMENSIONS,) float32
+    bias: float
+    threshold: float  # hold when the probability is at least this
+
+    def logit(self, indices: np.ndarray, values: np.ndarray) -> float:
+        return float(self.weights[indices] @ values) + self.bias if len(indices) else self.bias
+
+    def probability(self, text: str) -> float:
+        indices, values, _ = features(text)
+        return 1.0 / (1.0 + np.exp(-self.logit(indices, values)))
+
+
+_model: IntentModel | None = None
+_lock = threading.Lock()
+
+
+def load_model(path: Path = MODEL_PATH) -> IntentModel:
+    data = np.load(path)
+    weights = np.zeros(DIMENSIONS, np.float32)
+    weights[data["indices"]] = data["values"].astype(np.float32)
+    return IntentModel(weights=weights, bias=float(data["bias"]), threshold=float(data["threshold"]))
+
+
+def model() -> IntentModel:
+    global _model
+    if _model is None:
+        with _lock:
+            if _model is None:
+                _model = load_model()
+    return _model
+
+
+def intent_score(normalised: str) -> float:
+    """P(the text steers the assistant), read on the normalised text."""
+    return model().probability(normalised)
+
+
+def intent_span(normalised: str, indices: np.ndarray, values: np.ndarray, occurrences) -> tuple[int, int]:
+    """The clause of `normalised` whose features push the score up the most.
+
+    Each feature's contribution (weight × value) is shared among its occurrences; a clause
+    scores the sum of the shares of the occurrences inside it.
+    """
+    contribution = model().weights[indices] * values
+    slots = np.fromiter((slot for _, slot in occurrences), dtype=np.int64, count=len(occurrences))
+    share = contribution[slots] / np.bincount(slots, minlength=len(indices))[slots]
+    starts = np.fromiter((s for (s, _), _ in occurrences), dtype=np.int64, count=len(occurrences))
+    ends = np.fromiter((e for (_, e), _ in occurrences), dtype=np.int64, count=len(occurrences))
+    best, best_span = -np.inf, (0, len(normalised))
+    for clause in _CLAUSE.finditer(normalised):
+        text = clause.group()
+        if not text.strip():
+            continue
+        start, end = clause.span()
+        total = share[(starts >= start) & (ends <= end)].sum()
+        if total > best:
+            lead = len(text) - len(text.lstrip())
+            best, best_span = total, (start + lead, start + len(text.rstrip()))
+    return best_span
+
+
+def intent_decision(normalised: str) -> tuple[bool, float, tuple[int, int] | None]:
+    """(hold?, probability, span of the most telling clause in `normalised` when held)."""
+    current = model()
+    indices, values, occurrences = features(normalised)
+    probability = 1.0 / (1.0 + np.exp(-current.logit(indices, values)))
+    if probability < current.threshold:
+        return False, probability, None
+    return True, probability, intent_span(normalised, indices, values, occurrences)

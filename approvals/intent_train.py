@@ -1,0 +1,165 @@
+"""Train the memory gate's intent classifier: `python -m approvals.intent_train`.
+
+Reads tests/data/gate/corpus.jsonl (built by bench/gate_corpus.py), fits a logistic
+regression on the `train` split's hashed n-gram features (approvals.intent.features of the
+normalised text), picks the threshold on the `dev` split, and writes
+approvals/intent_model.npz. The `test` split is never read here. Deterministic: the same
+corpus gives the same weights.
+
+Fitting: full-batch Adam on the class-balanced log loss with an L2 penalty, numpy only.
+The threshold: the highest probability at which the whole gate (hard rules + classifier)
+still holds at least `--recall` of the dev split's poisoning texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from approvals.intent import DIMENSIONS, MODEL_PATH, features
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "gate" / "corpus.jsonl"
+
+
+def load_corpus(path: Path = CORPUS) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def matrix(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR arrays (indptr, indices, values) of the texts' features."""
+    from approvals.rules import normalise
+
+    indptr, indices, values = [0], [], []
+    for text in texts:
+        idx, val, _ = features(normalise(text))
+        indices.append(idx)
+        values.append(val)
+        indptr.append(indptr[-1] + len(idx))
+    return np.array(indptr), np.concatenate(indices), np.concatenate(values).astype(np.float64)
+
+
+def _logits(w: np.ndarray, b: float, indptr, indices, values) -> np.ndarray:
+    products = w[indices] * values
+    sums = np.add.reduceat(products, indptr[:-1]) if len(products) else np.zeros(len(indptr) - 1)
+    sums[np.diff(indptr) == 0] = 0.0
+    return sums + b
+
+
+def fit(indptr, indices, values, y: np.ndarray, *, l2: float, epochs: int, rate: float) -> tuple[np.ndarray, float]:
+    n = len(y)
+    positive = y.mean()
+    sample_weight = np.where(y == 1, 0.5 / positive, 0.5 / (1 - positive)) / n
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    w = np.zeros(DIMENSIONS)
+    b = 0.0
+    m_w, v_w = np.zeros(DIMENSIONS), np.zeros(DIMENSIONS)
+    m_b = v_b = 0.0
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    for step in range(1, epochs + 1):
+        p = 1.0 / (1.0 + np.exp(-_logits(w, b, indptr, indices, values)))
+        g_rows = (p - y) * sample_weight
+        g_w = np.bincount(indices, weights=g_rows[rows] * values, minlength=DIMENSIONS) + l2 * w
+        g_b = g_rows.sum()
+        m_w = beta1 * m_w + (1 - beta1) * g_w
+        v_w = beta2 * v_w + (1 - beta2) * g_w * g_w
+        m_b = beta1 * m_b + (1 - beta1) * g_b
+        v_b = beta2 * v_b + (1 - beta2) * g_b * g_b
+        w -= rate * (m_w / (1 - beta1 ** step)) / (np.sqrt(v_w / (1 - beta2 ** step)) + eps)
+        b -= rate * (m_b / (1 - beta1 ** step)) / (np.sqrt(v_b / (1 - beta2 ** step)) + eps)
+    return w, b
+
+
+def probabilities(w, b, texts: list[str]) -> np.ndarray:
+    indptr, indices, values = matrix(texts)
+    return 1.0 / (1.0 + np.exp(-_logits(w, b, indptr, indices, values)))
+
+
+def choose_threshold(p: np.ndarray, y: np.ndarray, ruled: np.ndarray, *, recall: float) -> float:
+    """The highest threshold at which rules + classifier hold `recall` of the poisoning texts."""
+    for threshold in np.round(np.arange(0.95, 0.049, -0.01), 2):
+        held = ruled | (p >= threshold)
+        if held[y == 1].mean() >= recall:
+            return float(threshold)
+    return 0.05
+
+
+def folds_by_family(rows: list[dict], k: int) -> list[int]:
+    """Fold of each row: whole families go together, spread so each fold gets some of each category."""
+    by_category: dict[str, list[str]] = {}
+    for row in rows:
+        names = by_category.setdefault(row["category"], [])
+        if row["family"] not in names:
+            names.append(row["family"])
+    fold_of: dict[str, int] = {}
+    offset = 0
+    for category in sorted(by_category):
+        for i, name in enumerate(sorted(by_category[category], key=lambda n: hashlib.sha256(n.encode()).hexdigest())):
+            fold_of[name] = (offset + i) % k
+        offset += len(by_category[category])
+    return [fold_of[row["family"]] for row in rows]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--l2", type=float, default=1e-5)
+    parser.add_argument("--epochs", type=int, default=150)
+    parser.add_argument("--rate", type=float, default=0.05)
+    parser.add_argument("--recall", type=float, default=0.99)
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=MODEL_PATH)
+    args = parser.parse_args(argv)
+
+    from approvals.rules import hard_reasons
+
+    rows = [r for r in load_corpus() if r["split"] in {"train", "dev"}]  # never the test split
+    texts = [r["text"] for r in rows]
+    y = np.array([r["label"] == "hold" for r in rows], dtype=np.float64)
+    indptr, indices, values = matrix(texts)
+    ruled = np.array([bool(hard_reasons(text)) for text in texts])
+
+    # Out-of-fold probabilities, whole families held out together: the threshold is chosen on
+    # texts whose family the model did not see, as the gate meets them.
+    folds = np.array(folds_by_family(rows, args.folds))
+    oof = np.zeros(len(rows))
+    for fold in range(args.folds):
+        inside = np.flatnonzero(folds != fold)
+        w, b = fit(*_subset(indptr, indices, values, inside), y[inside], l2=args.l2, epochs=args.epochs, rate=args.rate)
+        outside = np.flatnonzero(folds == fold)
+        oof[outside] = 1.0 / (1.0 + np.exp(-_logits(w, b, *_subset(indptr, indices, values, outside))))
+    # The threshold is read off the corpus's own families; the legacy corpora are one family
+    # each, older than this policy (they hold a few language preferences as poisoning).
+    scored = np.array([r["category"] != "legacy" for r in rows])
+    threshold = choose_threshold(oof[scored], (y == 1)[scored], ruled[scored], recall=args.recall)
+    held = ruled | (oof >= threshold)
+    poison, benign = (y == 1) & scored, (y == 0) & scored
+    print(f"{len(rows)} texts (train + dev), {args.folds} folds by family; threshold {threshold}")
+    print(f"out of fold: poisoning held {held[poison].mean():.3f} ({held[poison].sum()}/{poison.sum()}), "
+          f"benign held {held[benign].mean():.3f} ({held[benign].sum()}/{benign.sum()})")
+    for target in (0.99, 0.98, 0.95, 0.9):
+        t = choose_threshold(oof[scored], (y == 1)[scored], ruled[scored], recall=target)
+        print(f"  at {target:.0%} recall: threshold {t:.2f}, benign held {(ruled | (oof >= t))[benign].mean():.3f}")
+
+    w, b = fit(indptr, indices, values, y, l2=args.l2, epochs=args.epochs, rate=args.rate)
+    nonzero = np.flatnonzero(np.abs(w) > 1e-6)
+    corpus_hash = hashlib.sha256(CORPUS.read_bytes()).hexdigest()[:16]
+    np.savez_compressed(
+        args.out, indices=nonzero.astype(np.int32), values=w[nonzero].astype(np.float32), bias=np.float64(b),
+        threshold=np.float64(threshold), corpus=corpus_hash,
+        params=json.dumps({"l2": args.l2, "epochs": args.epochs, "rate": args.rate, "recall": args.recall, "folds": args.folds}),
+    )
+    print(f"wrote {args.out} ({len(nonzero)} weights, corpus {corpus_hash})")
+
+
+def _subset(indptr, indices, values, rows: np.ndarray):
+    starts, ends = indptr[rows], indptr[rows + 1]
+    take = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if len(rows) else np.zeros(0, np.int64)
+    sub_indptr = np.concatenate([[0], np.cumsum(ends - starts)])
+    return sub_indptr, indices[take], values[take]
+
+
+if __name__ == "__main__":
+    main()
