@@ -401,7 +401,7 @@ PROBES = [
           ("project",), style="effect", effect=lambda o, _: _role_here(o) == "reviewer"),
     Probe("member", "agent", Act.ADMIN, lambda c, o: c.delete(f"/v1/members/{_person(o, role='viewer')}"),
           ("project",), style="effect", effect=lambda o, _: _role_here(o) is None),
-    Probe("keys", "agent", Act.ADMIN, lambda c, o: c.get("/v1/keys"), ("project",), style="status"),
+    Probe("keys", "agent", Act.ADMIN, lambda c, o: c.get("/v1/keys"), ("project",), style="namesake"),
     Probe("keys", "agent", Act.ADMIN, lambda c, o: c.post("/v1/keys", {"access": "read", "name": o.secret}, format="json"),
           ("project",), style="effect", effect=lambda o, _: _keys_named(o) == 1),
     Probe("key", "agent", Act.ADMIN, lambda c, o: c.delete(f"/v1/keys/{_spare_key(o)}"),
