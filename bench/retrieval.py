@@ -192,7 +192,9 @@ def load_corpus(args, gen: Generator, marker: Path) -> dict:
     log(f"loading {args.facts:,} facts through facts.services.fact_write_batch (1,000 per call) …")
     started = time.perf_counter()
     written = 0
-    with scoping.scope(tenant_id=principal.tenant_id, project_id=principal.project_id):
+    from memoryhub.progress import Progress
+
+    with Progress("load") as progress, scoping.scope(tenant_id=principal.tenant_id, project_id=principal.project_id):
         for batch, vectors in gen.facts(args.facts, args.participants, args.project_share, args.zipf):
             items = [FactInput(type="bench.note", content={"text": f.text}, participant_id=f.participant) for f in batch]
             facts = fact_write_batch(principal=principal, items=items)
@@ -201,6 +203,7 @@ def load_corpus(args, gen: Generator, marker: Path) -> dict:
                 for fact, vector in zip(facts, vectors):
                     copy.write_row((fact.id, vector))
             written += len(facts)
+            progress.update(written, total=args.facts, note="facts")  # a terminal only, not CI
             if written % 20_000 == 0:
                 rate = written / (time.perf_counter() - started)
                 log(f"  {written:,} facts  ({rate:,.0f} rows/s)")

@@ -111,3 +111,47 @@ class RetentionForm(forms.Form):
     deleted_facts_days = forms.IntegerField(required=False, min_value=0, label="Deleted and rejected facts", help_text="Days after a fact is deleted or rejected.")
     expired_facts_days = forms.IntegerField(required=False, min_value=0, label="Expired facts", help_text="Days after a fact's expiry.")
     unregistered_conversations_days = forms.IntegerField(required=False, min_value=0, label="Unregistered conversations", help_text="Days after a conversation is unregistered.")
+
+
+class SupersedeForm(forms.Form):
+    """A fact's next content (JSON), against the version the person read."""
+
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 10, "class": "mono", "spellcheck": "false"}),
+                              help_text="JSON: the whole new content (text, an object, a list …).")
+    expect_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
+
+    def clean_content(self):
+        import json
+
+        try:
+            return json.loads(self.cleaned_data["content"])
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}. A plain text is written in quotes, e.g. \"Prefers phone\".") from None
+
+
+class AgentForm(forms.Form):
+    """An agent's declaration as an admin edits it: version, instructions, intents and remember rules (JSON)."""
+
+    version = forms.CharField(max_length=100)
+    instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 5}))
+    retrieval = forms.CharField(widget=forms.Textarea(attrs={"rows": 8, "class": "mono", "spellcheck": "false"}),
+                                help_text="JSON: the list of intents, as PUT /v1/agents/{slug} takes it.")
+    remember = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4, "class": "mono", "spellcheck": "false"}),
+                               help_text="JSON: {types, scope, keepDays}, or empty for an agent that remembers nothing.")
+
+    def _json(self, name: str, empty=None):
+        import json
+
+        raw = self.cleaned_data[name].strip()
+        if not raw:
+            return empty
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}.") from None
+
+    def clean_retrieval(self):
+        return self._json("retrieval", [])
+
+    def clean_remember(self):
+        return self._json("remember")

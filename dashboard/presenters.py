@@ -38,6 +38,20 @@ def pretty(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+def line_diff(before: str, after: str) -> list[tuple[str, str]]:
+    """(kind: del|add|same, line) for each line, a changed block's removed lines above its added
+    ones, as a unified diff reads (difflib.ndiff puts the shorter block first)."""
+    old, new = before.splitlines(), after.splitlines()
+    out: list[tuple[str, str]] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            out += [("same", line) for line in old[i1:i2]]
+            continue
+        out += [("del", line) for line in old[i1:i2]]
+        out += [("add", line) for line in new[j1:j2]]
+    return out
+
+
 @dataclass
 class Step:
     """One revision on the timeline, with what it changed from the one before."""
@@ -61,11 +75,7 @@ def timeline(revisions: list[FactRevision]) -> list[Step]:
                         before, after = ({"id": v, "kind": "user"} if v else None for v in (before, after))
                     step.changes.append((label, before, after))
             if previous.content != revision.content:
-                lines = difflib.ndiff(pretty(previous.content).splitlines(), pretty(revision.content).splitlines())
-                for line in lines:
-                    if line.startswith("? "):
-                        continue
-                    step.content_diff.append(({"+ ": "add", "- ": "del"}.get(line[:2], "same"), line[2:]))
+                step.content_diff = line_diff(pretty(previous.content), pretty(revision.content))
         steps.append(step)
         previous = revision
     return steps
@@ -112,3 +122,25 @@ def graph_rows(graph) -> tuple[list[Row], list[str], list[tuple[int, int]], int]
 
 
 ROW = 34  # pixels between graph rows (the stylesheet's .graph-row height)
+
+
+@dataclass
+class Reason:
+    """The playground's left-out facts of one reason: how many, the first few, the rest (folded)."""
+
+    reason: str
+    count: int
+    first: list
+    rest: list
+
+
+LEFT_OUT_FIRST = 3
+
+
+def left_out_by_reason(items: list, first: int = LEFT_OUT_FIRST) -> list[Reason]:
+    """Left-out facts grouped by reason, the most common first (ties by reason), in their order within."""
+    groups: dict[str, list] = {}
+    for item in items:
+        groups.setdefault(item.reason, []).append(item)
+    ordered = sorted(groups.items(), key=lambda pair: (-len(pair[1]), pair[0]))
+    return [Reason(reason, len(found), found[:first], found[first:]) for reason, found in ordered]

@@ -8,11 +8,13 @@ back with a message; what a service refuses is shown as it says it.
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, LogoutView
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.html import format_html
@@ -23,6 +25,7 @@ from approvals.models import ApprovalStatus
 from approvals.selectors import approval_current_reasons, approval_get, approvals_list, approvals_replacing, approvals_visible
 from approvals.services import approval_grant, approval_reject
 from dashboard import forms, presenters
+from dashboard.activity import project_activity
 from dashboard.access import LAST_PROJECT, Place, not_found, page, project_page, require
 from facts import selectors as fact_selectors
 from facts import services as fact_services
@@ -40,6 +43,8 @@ from retrieval import agents as agent_services
 from retrieval.conversations import conversations_visible, messages_list
 from retrieval.explain import context_left_out
 from retrieval.search import Run, facts_retrieve, parse_intent
+
+logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 25
 SEARCH_LIMIT = 50  # ranked search shows the best 50 (ranked reads are top-k, not paginated)
@@ -103,17 +108,23 @@ def switch(request):
 
 # --- overview ------------------------------------------------------------------------------------
 
+# A working-memory entry (facts.workspaces): a fact with a namespace and a key, outside any
+# conversation. The facts list and the overview keep them apart from the project's facts.
+WORKING_MEMORY = Q(namespace__isnull=False, key__isnull=False, conversation_id__isnull=True)
+
 
 @project_page(section="overview")
 def overview(request, place: Place):
     principal = place.principal
     live = fact_selectors.facts_list(principal=principal)
     context = {
-        "live_count": live.count(),
-        "recent": live.defer("embedding", "search_vector").order_by("-updated_at", "-id")[:8],
+        "live_count": live.exclude(WORKING_MEMORY).count(),  # working-memory entries are counted apart
+        "working_memory_count": live.filter(WORKING_MEMORY).count(),
+        "recent": live.exclude(WORKING_MEMORY).defer("embedding", "search_vector").order_by("-updated_at", "-id")[:8],
         "agent_count": agent_services.agents_list(principal=principal, project_id=place.project.id).count(),
         "conversation_count": conversations_visible(principal=principal).filter(project_id=place.project.id).count(),
         "namespaces": memory_namespaces(principal=principal, project_id=place.project.id)[:5],
+        "activity": project_activity(principal=principal, project_id=place.project.id, reviewer=place.is_reviewer),
     }
     return page(request, place, "dashboard/overview.html", context)
 
@@ -146,8 +157,12 @@ def facts(request, place: Place):
                 if not filterset.is_valid():
                     raise ValidationFailed("Check the filters.", errors={k: [str(m) for m in v] for k, v in filterset.errors.items()})
                 queryset = filterset.qs.select_related("project").defer("embedding", "search_vector")
+                if not params.get("namespace"):  # working memory has its own page, unless a namespace is asked for
+                    context["working_memory_count"] = queryset.filter(WORKING_MEMORY).count()
+                    queryset = queryset.exclude(WORKING_MEMORY)
                 rows, next_cursor = paginate(queryset, params={"limit": PAGE_SIZE, "cursor": request.GET.get("cursor")})
-                context.update(rows=rows, next_cursor=next_cursor)
+                people = presenters.usernames(presenters.actor_ids(*[f.attributed_to for f in rows]))
+                context.update(rows=rows, next_cursor=next_cursor, total=queryset.count(), people=people)
         except ValidationFailed as error:
             _errors_to_form(form, error)
         except ApplicationError as error:  # participant-not-allowed: a viewer names an end user
@@ -236,6 +251,78 @@ def fact_delete(request, place: Place, fact_id):
         act=fact_services.fact_delete, done="Deleted: no read sees the fact any more; its revisions are kept until retention purges them.",
         back_to_list=True,
     )
+
+
+@project_page(Role.WRITER, section="facts")
+def fact_supersede(request, place: Place, fact_id):
+    """Correct a fact: its next revision with new content, against the version read (a stale
+    one is refused, as the API's expectVersion). "Preview" shows the diff; "Save" writes it."""
+    current = fact_selectors.fact_get(principal=place.principal, fact_id=fact_id)
+    form = forms.SupersedeForm(request.POST or None, initial={"content": presenters.pretty(current.content), "expect_version": current.version})
+    diff = None
+    if request.method == "POST" and form.is_valid():
+        content, expected = form.cleaned_data["content"], form.cleaned_data["expect_version"]
+        diff = presenters.line_diff(presenters.pretty(current.content), presenters.pretty(content))
+        if "save" in request.POST:
+            try:
+                changed = fact_services.fact_supersede(principal=place.principal, fact_id=current.id, content=content, expect_version=expected)
+            except ApplicationError as error:
+                if error.status in (403, 404):
+                    raise
+                if error.status == 409:  # someone changed it meanwhile: show theirs, keep ours in the box
+                    current = fact_selectors.fact_get(principal=place.principal, fact_id=fact_id)
+                    diff = presenters.line_diff(presenters.pretty(current.content), presenters.pretty(content))
+                    form = forms.SupersedeForm({"content": request.POST["content"], "expect_version": current.version})
+                    form.is_valid()
+                form.add_error("content", error.detail)
+            else:
+                messages.success(request, f"Saved version {changed.version}; version {changed.version - 1} stays in the history.")
+                return redirect(place.url("fact", current.id))
+    context = {"fact": current, "status": fact_selectors.effective_status(current), "form": form, "diff": diff}
+    return page(request, place, "dashboard/fact_supersede.html", context)
+
+
+# --- a person (participant): everything kept for them, export and erasure ------------------------
+
+
+@project_page(Role.ADMIN, section="facts")
+def person(request, place: Place, participant_id: str):
+    """One end user's facts, conversations, approvals and working memory (memoryhub.erasure, as the API's export)."""
+    from django.http import JsonResponse
+
+    from memoryhub import erasure
+    from memoryhub.participant_views import export_to_dict
+
+    found = erasure.participant_data(principal=place.principal, participant_id=participant_id)
+    if request.GET.get("format") == "json":
+        response = JsonResponse(export_to_dict(found), json_dumps_params={"ensure_ascii": False, "indent": 1})
+        response["Content-Disposition"] = f'attachment; filename="participant-{participant_id}.json"'
+        response["Cache-Control"] = "no-store"
+        logger.info("dashboard: %s exported participant %r of project %s", request.user.username, participant_id, place.ref)
+        return response
+    memory = [f for f in found.facts if f.namespace and f.key and f.conversation_id is None]
+    context = {
+        "participant_id": participant_id, "data": found, "facts": [f for f in found.facts if f not in memory],
+        "memory": memory, "messages_count": sum(len(m) for m in found.messages.values()),
+    }
+    return page(request, place, "dashboard/person.html", context)
+
+
+@project_page(Role.ADMIN, section="facts")
+def person_erase(request, place: Place, participant_id: str):
+    """Erase everything kept for one end user, after typing their id; logged with who did it."""
+    from memoryhub import erasure
+
+    if request.method == "POST":
+        if request.POST.get("confirm", "").strip() != participant_id:
+            messages.error(request, f"Type {participant_id} to confirm: nothing was erased.")
+        else:
+            done = erasure.participant_erase(principal=place.principal, participant_id=participant_id)
+            logger.info("dashboard: %s erased participant %r of project %s: %s", request.user.username, participant_id, place.ref, done.counts)
+            counts = ", ".join(f"{n} {what}" for what, n in done.counts.items() if n)
+            messages.success(request, f"Erased everything kept for {participant_id}: {counts or 'nothing was kept'}.")
+            return redirect(place.url("facts"))
+    return page(request, place, "dashboard/person_erase.html", {"participant_id": participant_id})
 
 
 # --- approvals -----------------------------------------------------------------------------------
@@ -380,8 +467,31 @@ def agent(request, place: Place, slug: str):
         except ApplicationError as error:  # participant-not-allowed: a viewer names an end user
             form.add_error("participant", error.detail)
         else:
-            context.update(result=result, left_out=context_left_out(turn=turn, context=result, user_message=data["message"]))
+            left_out = context_left_out(turn=turn, context=result, user_message=data["message"])
+            context.update(result=result, left_out=left_out, left_out_groups=presenters.left_out_by_reason(left_out))
     return page(request, place, "dashboard/agent.html", context)
+
+
+@project_page(Role.ADMIN, section="agents")
+def agent_edit(request, place: Place, slug: str):
+    """An admin edits an agent's declaration (retrieval.agents.agent_save, as PUT /v1/agents/{slug})."""
+    found = agent_services.agent_get(principal=place.principal, project_id=place.project.id, slug=slug)
+    initial = {"version": found.version, "instructions": found.instructions, "retrieval": presenters.pretty(found.retrieval),
+               "remember": presenters.pretty(found.remember) if found.remember else ""}
+    form = forms.AgentForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            agent_services.agent_save(principal=place.principal, project_id=place.project.id, replace_only=True, data=agent_services.AgentInput(
+                slug=found.slug, version=data["version"], instructions=data["instructions"], retrieval=data["retrieval"],
+                remember=data["remember"],
+            ))
+        except ValidationFailed as error:
+            _errors_to_form(form, error)
+        else:
+            messages.success(request, f"Saved {found.slug}: its next turn reads and remembers as declared.")
+            return redirect(place.url("agent", found.slug))
+    return page(request, place, "dashboard/agent_edit.html", {"agent": found, "form": form})
 
 
 # --- working memory ------------------------------------------------------------------------------

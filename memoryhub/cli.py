@@ -87,7 +87,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = facts.add_parser("list", help="list facts (newest first)")
     p.add_argument("--type")
-    p.add_argument("--participant-id")
+    p.add_argument("--participant-id", "--participant", dest="participant_id")
     p.add_argument("--conversation-id")
     p.add_argument("--key")
     p.add_argument("--namespace")
@@ -121,10 +121,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p = profiles.add_parser("import", help="import a memory.json file (new keys; changed values become next revisions)")
     p.add_argument("file", help="the memory.json file, or - for stdin")
-    p.add_argument("--participant", required=True, metavar="ID", help="whose profile")
+    p.add_argument("--participant", "--participant-id", dest="participant", required=True, metavar="ID", help="whose profile")
     p.add_argument("--replace", action="store_true", help="also end the keys the file does not have")
     p = profiles.add_parser("export", help="the profile as memory.json, on stdout or into --output")
-    p.add_argument("--participant", required=True, metavar="ID", help="whose profile")
+    p.add_argument("--participant", "--participant-id", dest="participant", required=True, metavar="ID", help="whose profile")
     p.add_argument("--output", metavar="FILE", help="write memory.json here instead of printing it")
 
     markdown = groups.add_parser("markdown", help="MEMORY.md and its topic files, in and out of a folder").add_subparsers(
@@ -136,14 +136,14 @@ def _build_parser() -> argparse.ArgumentParser:
     ]:
         p = markdown.add_parser(name, help=text)
         p.add_argument("--dir", required=True, help="the memory folder, e.g. .agents/memory")
-        p.add_argument("--participant", metavar="ID", help="whose memory (default: the project's own)")
+        p.add_argument("--participant", "--participant-id", dest="participant", metavar="ID", help="whose memory (default: the project's own)")
     p = markdown.add_parser("lint", help="check DIR: index length, entry length, format; suggests merges and archiving (reads only)")
     p.add_argument("--dir", required=True, help="the memory folder, e.g. .agents/memory")
 
     p = groups.add_parser("mcp", help="serve memoryhub's tools to an MCP host over stdio (docs/mcp.md)")
     p.add_argument("--agent", help="agent slug for memory_context and memory_remember (default: $MEMORYHUB_AGENT)")
     p.add_argument("--namespace", help="working-memory namespace (default: $MEMORYHUB_NAMESPACE, else 'default')")
-    p.add_argument("--participant-id", help="the end user the calls are for (default: $MEMORYHUB_PARTICIPANT_ID, else the key's)")
+    p.add_argument("--participant-id", "--participant", dest="participant_id", help="the end user the calls are for (default: $MEMORYHUB_PARTICIPANT_ID, else the key's)")
     p.add_argument("--conversation-id", help="the conversation the calls belong to (default: $MEMORYHUB_CONVERSATION_ID)")
     p.add_argument("--project-id", help="for a tenant-wide key: the project (default: $MEMORYHUB_PROJECT_ID)")
     return parser
@@ -209,9 +209,20 @@ def _local(args: argparse.Namespace) -> Any:
     return None
 
 
+def _sending(what: str, count: int, unit: str, payload: Any):
+    """A progress line while a large import is on its way (a terminal only, not CI)."""
+    from memoryhub.progress import Progress
+
+    progress = Progress(what)
+    size = len(json.dumps(payload, ensure_ascii=False).encode())
+    progress.say(f"sending {count:,} {unit} ({size / 1e6:.1f} MB), waiting for the server…")
+    return progress
+
+
 def _profiles(hub: Any, args: argparse.Namespace, memory: Any) -> Any:
     if args.command == "import":
-        return hub.profile_import(args.participant, memory, replace=args.replace)
+        with _sending("profiles import", len(memory), "keys", memory):
+            return hub.profile_import(args.participant, memory, replace=args.replace)
     exported = hub.profile_memory(args.participant)
     if args.output is None:
         return exported
@@ -225,7 +236,8 @@ def _profiles(hub: Any, args: argparse.Namespace, memory: Any) -> Any:
 
 def _markdown(hub: Any, args: argparse.Namespace, files: Any) -> Any:
     if args.command == "import":
-        return hub.markdown_import(files, participant_id=args.participant) | {"dir": args.dir}
+        with _sending("markdown import", len(files), "files", files):
+            return hub.markdown_import(files, participant_id=args.participant) | {"dir": args.dir}
     written = _write_folder(args.dir, hub.markdown_export(participant_id=args.participant))
     return {"dir": args.dir, "participantId": args.participant, "files": written}
 

@@ -39,6 +39,9 @@ __all__ = [
     "AgentInput",
     "ApiWarning",
     "AgentPage",
+    "ApiKeyCreated",
+    "ApiKeyInfo",
+    "ApiKeyPage",
     "Approval",
     "ApprovalPage",
     "AsyncClient",
@@ -57,6 +60,8 @@ __all__ = [
     "GeneratedBy",
     "Intent",
     "Me",
+    "Member",
+    "MemberPage",
     "MemoryBlock",
     "MemoryDeleted",
     "MemoryEntry",
@@ -71,6 +76,7 @@ __all__ = [
     "MessagePage",
     "ParticipantExport",
     "QueryResult",
+    "Retention",
     "RememberResult",
     "RememberRules",
     "RetrieveResult",
@@ -312,7 +318,7 @@ class Message(TypedDict):
     role: Literal["user", "agent", "tool"]
     text: str
     externalId: str | None
-    userId: int | str
+    userId: str
     createdAt: str
 
 
@@ -346,6 +352,47 @@ class ParticipantExport(TypedDict):
     approvals: list[Approval]
     workspaces: list[dict[str, Any]]  # {namespace, tasks, updatedAt}: task lists a key bound to them kept
     toolCalls: list[dict[str, Any]]  # {namespace, name, args, result, createdAt}
+
+
+class Member(TypedDict):
+    id: int
+    userId: str
+    username: str
+    role: Literal["viewer", "writer", "reviewer", "admin"]
+    projectId: str | None  # None: a tenant-wide role
+    createdAt: str
+
+
+class MemberPage(TypedDict):
+    data: list[Member]
+
+
+class ApiKeyInfo(TypedDict):
+    id: str
+    prefix: str
+    name: str
+    userId: str
+    username: str
+    access: Literal["read", "write"]
+    participantId: str | None
+    projectId: str
+    createdAt: str
+    lastUsedAt: str | None
+    revokedAt: str | None
+
+
+class ApiKeyPage(TypedDict):
+    data: list[ApiKeyInfo]
+
+
+class ApiKeyCreated(ApiKeyInfo):
+    apiKey: str  # shown once
+
+
+class Retention(TypedDict):
+    deletedFactsDays: int | None
+    expiredFactsDays: int | None
+    unregisteredConversationsDays: int | None
 
 
 class Erasure(TypedDict):
@@ -534,12 +581,15 @@ def _space(namespace: str, tail: str) -> str:
 def _connection(url: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
     """The server URL and request headers from the arguments, else MEMORYHUB_URL / MEMORYHUB_API_KEY."""
     base = (url or os.environ.get("MEMORYHUB_URL") or DEFAULT_URL).rstrip("/")
+    # Every path starts with /v1: a URL that ends with it (the API's root, as people copy it)
+    # would reach /v1/v1/... and answer 404. The server's address is what it means.
+    base = base.removesuffix("/v1").rstrip("/") if base.endswith("/v1") else base
     key = api_key if api_key is not None else os.environ.get("MEMORYHUB_API_KEY", "")
     if not key.strip():
         raise MemoryHubError(
             0, "missing-api-key",
-            "No API key: set MEMORYHUB_API_KEY (or pass api_key=). `manage.py serve` prints one as `Write key:`; "
-            "`manage.py apikey create` makes more.",
+            "No API key: set MEMORYHUB_API_KEY (or --api-key; in Python, api_key=). `make run` prints one as "
+            "`Write key:`; `.venv/bin/python manage.py apikey create --user U --project T/P` makes more.",
         )
     return base, {"Authorization": f"Bearer {key.strip()}", "Accept": "application/json", "User-Agent": USER_AGENT}
 
@@ -818,6 +868,51 @@ class MemoryHub:
     def participant_erase(self, participant_id: str) -> Erasure:
         """Erase everything kept for one end user now, revisions too (admins)."""
         return cast(Erasure, self._request("DELETE", f"/v1/participants/{_seg(participant_id)}"))
+
+    # -- the project's members, keys and retention (admin API) -----------------------------
+
+    def members_list(self, *, project_id: str | None = None) -> MemberPage:
+        """Who has a role in the project: its own members and the tenant's."""
+        return cast(MemberPage, self._request("GET", "/v1/members", params=_params(projectId=project_id)))
+
+    def members_set(self, user: str, role: str, *, project_id: str | None = None) -> Member:
+        """Give a person (by username) a role in the project: viewer, writer, reviewer or admin (admins)."""
+        return cast(Member, self._request("POST", "/v1/members", params=_params(projectId=project_id),
+                                                 json={"user": user, "role": role}))
+
+    def members_remove(self, user: str, *, project_id: str | None = None) -> None:
+        """Remove the person's role in the project (admins)."""
+        self._request("DELETE", f"/v1/members/{_seg(user)}", params=_params(projectId=project_id))
+
+    def keys_list(self, *, project_id: str | None = None) -> ApiKeyPage:
+        """The project's API keys, revoked ones too; never a key's secret (admins)."""
+        return cast(ApiKeyPage, self._request("GET", "/v1/keys", params=_params(projectId=project_id)))
+
+    def keys_create(
+        self, access: str, *, user: str | None = None, participant_id: str | None = None, name: str | None = None,
+        project_id: str | None = None,
+    ) -> ApiKeyCreated:
+        """A new key (`apiKey`, shown in this answer only) for a member, default you; read or write,
+        optionally bound to one participant (admins)."""
+        body = _body(access=access, user=user, participantId=participant_id, name=name)
+        return cast(ApiKeyCreated, self._request("POST", "/v1/keys", params=_params(projectId=project_id), json=body))
+
+    def keys_revoke(self, id: str, *, project_id: str | None = None) -> None:
+        """Revoke a key: refused from the next request on (admins)."""
+        self._request("DELETE", f"/v1/keys/{_seg(id)}", params=_params(projectId=project_id))
+
+    def retention_get(self, *, project_id: str | None = None) -> Retention:
+        """Days the project keeps deleted and expired facts and unregistered conversations (None: forever)."""
+        return cast(Retention, self._request("GET", "/v1/retention", params=_params(projectId=project_id)))
+
+    def retention_set(
+        self, *, deleted_facts_days: int | None, expired_facts_days: int | None, unregistered_conversations_days: int | None,
+        project_id: str | None = None,
+    ) -> Retention:
+        """Set the project's retention; None keeps that kind of row forever (admins)."""
+        body = {"deletedFactsDays": deleted_facts_days, "expiredFactsDays": expired_facts_days,
+                "unregisteredConversationsDays": unregistered_conversations_days}
+        return cast(Retention, self._request("PUT", "/v1/retention", params=_params(projectId=project_id), json=body))
 
     # -- working memory (named like the memory_* tools) -----------------------------------
 
@@ -1225,6 +1320,51 @@ class AsyncMemoryHub:
     async def participant_erase(self, participant_id: str) -> Erasure:
         """Erase everything kept for one end user now, revisions too (admins)."""
         return cast(Erasure, await self._request("DELETE", f"/v1/participants/{_seg(participant_id)}"))
+
+    # -- the project's members, keys and retention (admin API) -----------------------------
+
+    async def members_list(self, *, project_id: str | None = None) -> MemberPage:
+        """Who has a role in the project: its own members and the tenant's."""
+        return cast(MemberPage, await self._request("GET", "/v1/members", params=_params(projectId=project_id)))
+
+    async def members_set(self, user: str, role: str, *, project_id: str | None = None) -> Member:
+        """Give a person (by username) a role in the project: viewer, writer, reviewer or admin (admins)."""
+        return cast(Member, await self._request("POST", "/v1/members", params=_params(projectId=project_id),
+                                                 json={"user": user, "role": role}))
+
+    async def members_remove(self, user: str, *, project_id: str | None = None) -> None:
+        """Remove the person's role in the project (admins)."""
+        await self._request("DELETE", f"/v1/members/{_seg(user)}", params=_params(projectId=project_id))
+
+    async def keys_list(self, *, project_id: str | None = None) -> ApiKeyPage:
+        """The project's API keys, revoked ones too; never a key's secret (admins)."""
+        return cast(ApiKeyPage, await self._request("GET", "/v1/keys", params=_params(projectId=project_id)))
+
+    async def keys_create(
+        self, access: str, *, user: str | None = None, participant_id: str | None = None, name: str | None = None,
+        project_id: str | None = None,
+    ) -> ApiKeyCreated:
+        """A new key (`apiKey`, shown in this answer only) for a member, default you; read or write,
+        optionally bound to one participant (admins)."""
+        body = _body(access=access, user=user, participantId=participant_id, name=name)
+        return cast(ApiKeyCreated, await self._request("POST", "/v1/keys", params=_params(projectId=project_id), json=body))
+
+    async def keys_revoke(self, id: str, *, project_id: str | None = None) -> None:
+        """Revoke a key: refused from the next request on (admins)."""
+        await self._request("DELETE", f"/v1/keys/{_seg(id)}", params=_params(projectId=project_id))
+
+    async def retention_get(self, *, project_id: str | None = None) -> Retention:
+        """Days the project keeps deleted and expired facts and unregistered conversations (None: forever)."""
+        return cast(Retention, await self._request("GET", "/v1/retention", params=_params(projectId=project_id)))
+
+    async def retention_set(
+        self, *, deleted_facts_days: int | None, expired_facts_days: int | None, unregistered_conversations_days: int | None,
+        project_id: str | None = None,
+    ) -> Retention:
+        """Set the project's retention; None keeps that kind of row forever (admins)."""
+        body = {"deletedFactsDays": deleted_facts_days, "expiredFactsDays": expired_facts_days,
+                "unregisteredConversationsDays": unregistered_conversations_days}
+        return cast(Retention, await self._request("PUT", "/v1/retention", params=_params(projectId=project_id), json=body))
 
     # -- working memory (named like the memory_* tools) -----------------------------------
 

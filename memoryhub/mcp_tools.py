@@ -311,13 +311,36 @@ HANDLERS: dict[str, Callable[[Backend, Binding, dict], ToolOutcome]] = {
 }
 
 
+# Said once more, to whoever set up the connection, after a warning that the run names no participant:
+# over MCP the participant is the server entry's to set, never the model's.
+PARTICIPANT_HINT = (
+    "This MCP connection names no participant: add ?participantId=<the person's id> to the /mcp URL, set "
+    "MEMORYHUB_PARTICIPANT_ID (or --participant-id) for `memoryhub mcp`, or use an API key bound to that person. Until then memory_remember is not offered."
+)
+
+
+def with_warnings(outcome: ToolOutcome, binding: Binding) -> ToolOutcome:
+    """The result's text followed by its `warnings`, one `Warning (code): message` line each.
+
+    Hosts hand the model a result's text, not its `structuredContent`, so a warning kept
+    only there (say, `memory-needs-participant`: nothing read, nothing kept) would be silent.
+    """
+    warnings = (outcome.structured or {}).get("warnings") or []
+    lines = [f"Warning ({w.get('code', 'warning')}): {w.get('message', '')}".rstrip() for w in warnings if isinstance(w, Mapping)]
+    if not lines:
+        return outcome
+    if not binding.participant_id and any(w.get("code") == "memory-needs-participant" for w in warnings if isinstance(w, Mapping)):
+        lines.append(PARTICIPANT_HINT)
+    return ToolOutcome(outcome.text + "\n\n" + "\n".join(lines), outcome.structured, outcome.is_error)
+
+
 def call_tool(backend: Backend, binding: Binding, name: str, arguments: Mapping[str, Any] | None) -> ToolOutcome:
     """Run one tool call; a refused call is an error outcome carrying the API's problem detail."""
     handler = HANDLERS.get(name)
     try:
         if handler is None:
             raise ToolError(f"Unknown tool `{name}`: this server offers {', '.join(TOOL_NAMES)}.", status=404, code="not-found")
-        return handler(backend, binding, dict(arguments or {}))
+        return with_warnings(handler(backend, binding, dict(arguments or {})), binding)
     except ToolError as error:
         problem = dict(error.problem)
         problem["detail"] = error.detail

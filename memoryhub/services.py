@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import hmac
@@ -279,3 +280,86 @@ def _is_uuid(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# --- the admin API's doors (/v1/members, /v1/keys): the rights of the dashboard's settings pages ---
+
+
+def in_project(principal: Principal, project_id) -> Principal:
+    """The principal acting in one project: a project key as it is; a tenant-wide key in the
+    project it names (its tenant-wide role counts in every project of the tenant)."""
+    if principal.project_id is not None:
+        principal.project_for(project_id)
+        return principal
+    project = principal.project_required(project_id, "Members, keys and retention")
+    return dataclasses.replace(principal, project_id=uuid.UUID(str(project)))
+
+
+def members_read(*, principal: Principal) -> list[Membership]:
+    """The memberships that give someone a role in the principal's project (any member may see them)."""
+    policy.require(principal, policy.Act.READ, policy.Reach.PROJECT)
+    return list(
+        Membership.objects.filter(Q(project__isnull=True) | Q(project_id=principal.project_id), tenant_id=principal.tenant_id)
+        .select_related("user").order_by("user__username", "project_id")
+    )
+
+
+def member_remove(*, principal: Principal, username: str) -> None:
+    """Remove a person's role in the principal's project, by their username (project admins)."""
+    policy.require(principal, policy.Act.ADMIN, policy.Reach.PROJECT)
+    membership = Membership.objects.filter(
+        user__username=username, tenant_id=principal.tenant_id, project_id=principal.project_id,
+    ).first() if principal.project_id is not None else None
+    if membership is None:
+        raise NotFound("No such membership in this project (a tenant-wide role is changed in the admin).")
+    membership_remove(principal=principal, membership_id=membership.id)
+
+
+def apikeys_read(*, principal: Principal):
+    """The project's API keys, newest first, revoked ones too (project admins; hashes never read out)."""
+    policy.require(principal, policy.Act.ADMIN, policy.Reach.PROJECT)
+    return ApiKey.objects.filter(tenant_id=principal.tenant_id, project_id=principal.project_id).select_related("user").order_by("-created_at")
+
+
+def apikey_issue(
+    *, principal: Principal, username: str | None, access: str, participant_id: str | None = None, name: str = "",
+) -> tuple[ApiKey, str]:
+    """A new key on the principal's project for a member (default: the caller), as the dashboard makes one."""
+    policy.require(principal, policy.Act.ADMIN, policy.Reach.PROJECT)
+    User = get_user_model()
+    user = User.objects.filter(pk=principal.user_id).first() if username is None else User.objects.filter(username=username).first()
+    if user is None:
+        raise ValidationFailed(f"There is no user {username!r}.", errors={"user": ["no such user"]})
+    if participant_id is not None:
+        check_participant_id(participant_id)
+    project = Project.objects.select_related("tenant").get(id=principal.project_id, tenant_id=principal.tenant_id)
+    return apikey_create(user=user, tenant=project.tenant, project=project, access=access, participant_id=participant_id, name=name)
+
+
+def apikey_withdraw(*, principal: Principal, key_id) -> ApiKey:
+    """Revoke one of the project's keys (project admins); revoking a revoked key changes nothing."""
+    policy.require(principal, policy.Act.ADMIN, policy.Reach.PROJECT)
+    key = ApiKey.objects.filter(id=key_id, tenant_id=principal.tenant_id, project_id=principal.project_id).first() if _is_uuid(str(key_id)) else None
+    if key is None:
+        raise NotFound("No such key in this project.")
+    if key.id == principal.api_key_id:  # a script that revoked its own key would lock itself out mid-run
+        raise ValidationFailed("This is the key making the request: revoke it with another key, or in the dashboard.",
+                               errors={"id": ["the key in use"]})
+    return apikey_revoke(api_key=key)
+
+
+def membership_grant(*, username: str, project: Project, role: str) -> Membership:
+    """An operator's grant (`manage.py member add`): the person's role in one project, made or changed."""
+    if role not in Role.values:
+        raise ValidationFailed(f"role must be one of {', '.join(Role.values)}.", errors={"role": [f"one of {', '.join(Role.values)}"]})
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ValidationFailed(f"There is no user {username!r}; create the account first.", errors={"user": ["no such user"]})
+    membership, _ = Membership.objects.update_or_create(user=user, tenant_id=project.tenant_id, project=project, defaults={"role": role})
+    return membership
+
+
+def membership_revoke(*, username: str, project: Project) -> int:
+    """An operator's removal of a person's role in one project; how many were removed (0 or 1)."""
+    removed, _ = Membership.objects.filter(user__username=username, tenant_id=project.tenant_id, project=project).delete()
+    return removed

@@ -327,6 +327,7 @@ SPECTACULAR_SETTINGS = {
         "RememberStatusEnum": ["remembered", "pending-approval"],
         "ApprovalStatusEnum": ["pending", "approved", "rejected"],
         "MemoryOutcomeEnum": ["created", "superseded"],
+        "MemberRoleEnum": ["viewer", "writer", "reviewer", "admin"],  # /v1/members (a message's role is another)
     },
 }
 

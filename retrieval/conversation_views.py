@@ -46,7 +46,7 @@ class MessageOutSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=["user", "agent", "tool"])
     text = serializers.CharField()
     externalId = serializers.CharField(allow_null=True)
-    userId = serializers.IntegerField()
+    userId = serializers.CharField()  # a string, as in /v1/me and attributedTo
     createdAt = serializers.DateTimeField()
 
 
@@ -62,7 +62,7 @@ def conversation_to_dict(conversation) -> dict:
 def message_to_dict(message) -> dict:
     return {
         "conversationId": str(message.conversation_id), "sequence": message.sequence, "role": message.role,
-        "text": message.text, "externalId": message.external_id, "userId": message.user_id, "createdAt": iso_time(message.created_at),
+        "text": message.text, "externalId": message.external_id, "userId": str(message.user_id), "createdAt": iso_time(message.created_at),
     }
 
 

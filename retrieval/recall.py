@@ -238,7 +238,7 @@ def recalled_to_dict(hit: Recalled) -> dict:
     """A recalled hit as the API returns it (seed 003's `recalled`). Another person's message
     carries `anotherPerson: true` and no participantId: it does not say whose it is."""
     message: dict[str, Any] = {
-        "role": hit.role, "text": hit.text, "userId": hit.user_id, "agentId": hit.agent_slug, "sequence": hit.sequence,
+        "role": hit.role, "text": hit.text, "userId": str(hit.user_id), "agentId": hit.agent_slug, "sequence": hit.sequence,
         "createdAt": iso_time(hit.created_at), "projectId": str(hit.project_id),
         "participantId": None if hit.another_person else hit.participant_id, "conversationId": str(hit.conversation_id),
     }

@@ -190,3 +190,39 @@ def test_usage_errors_exit_2(argv, message, capsys, monkeypatch):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert message in captured.err
+
+
+def test_first_hour_rough_edges(live_server, tx_world, tmp_path):
+    """What a new user trips on: MEMORYHUB_URL copied with /v1, a missing key, the participant
+    flag spelled as another command spells it, userId's type."""
+    url, world = live_server.url, tx_world
+    key = world.key()
+    # The API's root, /v1, as people copy it: it reaches the server, not /v1/v1/... (404).
+    assert ok(cli(url + "/v1", key, "me"))["tenant"] == "acme"
+    assert ok(cli(url + "/v1/", key, "me"))["tenant"] == "acme"
+
+    # No key: how to get one, in the words of the README (make run, manage.py apikey create).
+    err = failed(cli(url, None, "facts", "list"), 2)
+    assert "make run" in err and "manage.py apikey create --user U --project T/P" in err and "manage.py serve" not in err
+
+    # --participant and --participant-id are one flag in every command that takes a participant.
+    written = ok(cli(url, key, "facts", "write", '--input={"type":"acme.note","content":{"text":"hi"},"scope":{"participantId":"end-7"}}'))
+    assert [f["id"] for f in ok(cli(url, key, "facts", "list", "--participant", "end-7"))["data"]] == [written["id"]]
+    assert ok(cli(url, key, "facts", "list", "--participant", "end-8"))["data"] == []
+    (tmp_path / "memory.json").write_text(json.dumps({"city": "Lyon"}))
+    imported = ok(cli(url, key, "profiles", "import", str(tmp_path / "memory.json"), "--participant-id", "end-9"))
+    assert imported is not None
+    assert json.loads(cli(url, key, "profiles", "export", "--participant-id", "end-9").stdout) == {"city": "Lyon"}
+    out = ok(cli(url, key, "markdown", "export", "--dir", str(tmp_path / "md"), "--participant-id", "end-9"))
+    assert out is not None and (tmp_path / "md" / "MEMORY.md").exists()
+
+    # userId is a string wherever it appears, as in /v1/me.
+    me = ok(cli(url, key, "me"))
+    from memoryhub.client import MemoryHub
+
+    with MemoryHub(url, key) as hub:
+        hub.agents_create({"slug": "acme.first", "instructions": "hi", "retrieval": [], "memory": {}})
+        conversation = hub.conversations_create("acme.first", participant_id="end-7")
+        (message,) = hub.messages_append(conversation["id"], [{"role": "user", "text": "hello"}])
+        listed = hub.messages_list(conversation["id"])["data"]
+    assert isinstance(me["userId"], str) and message["userId"] == listed[0]["userId"] == me["userId"]

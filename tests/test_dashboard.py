@@ -85,6 +85,13 @@ PAGES = [
     Page("verify", "post", lambda w, s: f"facts/{s.note.id}/verify/", "reviewer", ok=302),
     Page("delete (confirm)", "get", lambda w, s: f"facts/{s.note.id}/delete/", "writer"),
     Page("delete", "post", lambda w, s: f"facts/{s.note.id}/delete/", "writer", ok=302),
+    Page("correct (form)", "get", lambda w, s: f"facts/{s.note.id}/supersede/", "writer"),
+    Page("correct", "post", lambda w, s: f"facts/{s.note.id}/supersede/", "writer", ok=302,
+         body=lambda w, s: {"content": '{"text": "corrected"}', "expect_version": "1", "save": "1"}),
+    Page("person", "get", lambda w, s: "people/end-7/", "admin"),
+    Page("person export", "get", lambda w, s: "people/end-7/?format=json", "admin"),
+    Page("person erase (confirm)", "get", lambda w, s: "people/end-7/erase/", "admin"),
+    Page("person erase", "post", lambda w, s: "people/end-7/erase/", "admin", ok=302, body=lambda w, s: {"confirm": "end-7"}),
     Page("approvals", "get", lambda w, s: "approvals/", "reviewer"),
     Page("approve in bulk", "post", lambda w, s: "approvals/", "reviewer", ok=302, body=lambda w, s: {"ids": [str(s.pending_approval.id)], "decision": "approve"}),
     Page("approve one", "post", lambda w, s: f"approvals/{s.pending_approval.id}/decide/", "reviewer", ok=302, body=lambda w, s: _decision(s)),
@@ -92,6 +99,9 @@ PAGES = [
     Page("conversation", "get", lambda w, s: f"conversations/{s.conversation.id}/", "viewer"),
     Page("agents", "get", lambda w, s: "agents/", "viewer"),
     Page("agent", "get", lambda w, s: "agents/acme.desk/", "viewer"),
+    Page("edit agent (form)", "get", lambda w, s: "agents/acme.desk/edit/", "admin"),
+    Page("edit agent", "post", lambda w, s: "agents/acme.desk/edit/", "admin", ok=302,
+         body=lambda w, s: {"version": "1.1.0", "instructions": "Help.", "retrieval": "[]", "remember": ""}),
     Page("playground", "post", lambda w, s: "agents/acme.desk/", "viewer", body=lambda w, s: {"message": "washing machine"}),
     Page("working memory", "get", lambda w, s: "memory/", "viewer"),
     Page("namespace", "get", lambda w, s: f"memory/{data.NAMESPACE}/", "viewer"),
@@ -585,3 +595,185 @@ def test_the_admin_shows_agents_and_conversations_read_only(admin_client, world,
     assert admin_client.get("/admin/retrieval/conversation/").status_code == 200
     assert admin_client.get("/admin/approvals/approval/").status_code == 200
     assert admin_client.get("/admin/memoryhub/retentionpolicy/").status_code == 200
+
+
+# --- a team lead's day (issue 22) ----------------------------------------------------------------
+
+
+def test_the_facts_list_counts_and_shows_who_and_until_when_and_keeps_working_memory_apart(world, seed):
+    expiring = data.write(world.alice, world.desk, "Expires soon.", expires_at=timezone.now() + timedelta(days=3))
+    saved = world.client(user=world.alice).post("/v1/workspaces/repo-1/memory", {"key": "prompt:build", "value": "Add /users"}, format="json")
+    assert saved.status_code == 201, saved.content
+    alice = signed_in(world.alice)
+    response = alice.get(base() + "facts/")
+    html = response.content.decode()
+    rows = response.context["rows"]
+    assert response.context["total"] == len(rows) and f"{len(rows)} facts" in html
+    assert all(not (f.namespace and f.key and f.conversation_id is None) for f in rows)  # no working-memory entry
+    with scoping.scopes_disabled():
+        entries = Fact.objects.filter(project=world.desk, status=Status.ACTIVE, namespace__isnull=False, key__isnull=False,
+                                      conversation_id__isnull=True).count()
+    assert entries >= 1 and f"{entries} working-memory entries also match" in html
+    assert ">Attributed to<" in html and ">Expires<" in html
+    row = re.search(rf'href="[^"]*{expiring.id}/".*?</tr>', html, re.S).group(0)
+    assert "alice" in row and "never" not in row.split('class="nowrap expires"')[1].split("</td>")[0]
+    # naming the namespace lists its entries
+    named = alice.get(base() + "facts/", {"namespace": "repo-1", "status": "active"})
+    assert [f.key for f in named.context["rows"]] == ["prompt:build"]
+    # the overview counts them apart
+    overview = alice.get(base())
+    with scoping.scopes_disabled():
+        live = Fact.objects.filter(project=world.desk, status=Status.ACTIVE).exclude(namespace__isnull=False, key__isnull=False, conversation_id__isnull=True)
+        assert overview.context["live_count"] == live.count() and overview.context["working_memory_count"] == entries
+
+
+def test_a_revision_diff_reads_removed_above_added_and_past_revisions_are_not_active(world, seed):
+    from dashboard.presenters import line_diff
+
+    # difflib.ndiff puts the shorter block first: a shorter replacement came out added-above-removed.
+    diff = line_diff('{\n  "text": "one two three"\n}', '{\n  "a": 1,\n  "b": 2\n}')
+    kinds = [kind for kind, _ in diff]
+    assert kinds == ["same", "del", "add", "add", "same"]
+    diff = line_diff("a\nb\nc", "a\nX\nc")
+    assert diff == [("same", "a"), ("del", "b"), ("add", "X"), ("same", "c")]
+
+    with scoping.scope(tenant_id=world.acme.id, project_id=world.desk.id):
+        fact_supersede(principal=data.person(world.alice, world.desk), fact_id=seed.note.id, content={"text": "changed"}, expect_version=1)
+    html = signed_in(world.alice).get(base() + f"facts/{seed.note.id}/").content.decode()
+    first = html.split('id="revision-1"')[1].split("</li>")[0]
+    current = html.split('id="revision-2"')[1].split("</li>")[0]
+    assert "was active" in first and "status-active" not in first
+    assert "status-active" in current and "current" in current
+
+
+def test_the_playground_groups_what_was_left_out_by_reason(world, seed):
+    from dashboard.presenters import left_out_by_reason
+
+    for i in range(7):
+        data.write(world.alice, world.desk, f"The desk closes early on day {i}.")
+    response = signed_in(world.alice).post(base() + "agents/acme.desk/", {"message": "spare parts", "participant": "end-7"})
+    left = response.context["left_out"]
+    groups = response.context["left_out_groups"]
+    assert sum(g.count for g in groups) == len(left)
+    assert [g.count for g in groups] == sorted((g.count for g in groups), reverse=True)
+    biggest = groups[0]
+    assert biggest.count >= 7 and len(biggest.first) == 3 and len(biggest.rest) == biggest.count - 3
+    html = response.content.decode()
+    assert f'data-reason="{biggest.reason}"' in html and f"{biggest.count - 3} more for this reason" in html
+    assert left_out_by_reason([]) == []
+
+
+def test_a_writer_corrects_a_fact_with_the_version_read_and_sees_the_diff(world, seed):
+    bob = signed_in(world.bob)
+    url = base() + f"facts/{seed.note.id}/supersede/"
+    form = bob.get(url)
+    assert form.status_code == 200 and form.context["form"].initial["expect_version"] == 1
+    assert "Correct…" in signed_in(world.bob).get(base() + f"facts/{seed.note.id}/").content.decode()
+    assert "Correct…" not in signed_in(seed.vera).get(base() + f"facts/{seed.note.id}/").content.decode()
+
+    preview = bob.post(url, {"content": '{"text": "The desk opens at nine."}', "expect_version": "1", "preview": "1"})
+    assert preview.status_code == 200 and ("add", '  "text": "The desk opens at nine."') in preview.context["diff"]
+    kinds = [kind for kind, _ in preview.context["diff"]]
+    assert kinds.index("del") < kinds.index("add")
+    with scoping.scopes_disabled():
+        assert Fact.objects.get(id=seed.note.id).version == 1  # a preview writes nothing
+
+    bad = bob.post(url, {"content": "The desk opens at nine.", "expect_version": "1", "save": "1"})
+    assert bad.status_code == 200 and "Not valid JSON" in bad.content.decode()
+
+    saved = bob.post(url, {"content": '{"text": "The desk opens at nine."}', "expect_version": "1", "save": "1"})
+    assert saved.status_code == 302 and "Saved version 2" in " ".join(texts(saved))
+    with scoping.scopes_disabled():
+        fact = Fact.objects.get(id=seed.note.id)
+        assert fact.version == 2 and fact.content == {"text": "The desk opens at nine."}
+
+    stale = bob.post(url, {"content": '{"text": "Someone else\'s edit"}', "expect_version": "1", "save": "1"})
+    assert stale.status_code == 200 and stale.context["form"].errors["content"]
+    assert stale.context["form"]["expect_version"].value() == 2  # their version, to save over knowingly
+    with scoping.scopes_disabled():
+        assert Fact.objects.get(id=seed.note.id).version == 2
+    assert signed_in(seed.vera).post(url, {"content": '"x"', "expect_version": "2", "save": "1"}).status_code == 403
+
+
+def test_the_overview_charts_what_memory_did_per_day(world, seed):
+    from dashboard.activity import project_activity
+
+    with scoping.scopes_disabled():
+        revisions = FactRevision.objects.filter(project=world.desk)
+        today = revisions.filter(recorded_at__date=timezone.now().date())
+        written, by_agent = today.count(), today.filter(recorded_by__kind="agent").count()
+        pending = Approval.objects.filter(fact__project=world.desk, created_at__date=timezone.now().date()).count()
+    assert written and by_agent and pending
+    alice = signed_in(world.alice).get(base())
+    series = {s.name: s for s in alice.context["activity"]}
+    assert list(series) == ["written", "remembered", "held", "approved"]
+    assert len(series["written"].counts) == 14
+    assert series["written"].counts[-1] == written and series["remembered"].counts[-1] == by_agent
+    assert series["held"].counts[-1] == pending and series["approved"].total == 0
+    html = alice.content.decode()
+    assert html.count('class="chart"') == 4 and f'<strong class="chart-total">{written}</strong>' in html
+    # A viewer's charts hold only what a viewer may read: no approvals, no participant's facts.
+    vera = signed_in(seed.vera).get(base())
+    assert [s.name for s in vera.context["activity"]] == ["written", "remembered"]
+    assert vera.context["activity"][0].total < written
+    # another tenant's project shows none of this one's
+    with scoping.scope(tenant_id=world.globex.id, project_id=world.globex_main.id):
+        other = project_activity(principal=data.person(world.charlie, world.globex_main), project_id=world.globex_main.id, reviewer=True)
+    assert other[0].total < written
+
+
+def test_an_admin_edits_an_agents_declaration(world, seed):
+    from retrieval.models import Agent
+
+    alice = signed_in(world.alice)
+    url = base() + "agents/acme.desk/edit/"
+    assert "Edit the declaration" in alice.get(base() + "agents/acme.desk/").content.decode()
+    assert "Edit the declaration" not in signed_in(seed.rita).get(base() + "agents/acme.desk/").content.decode()
+    form = alice.get(url).context["form"]
+    body = {name: form.initial[name] for name in ("version", "instructions", "retrieval", "remember")}
+
+    bad = alice.post(url, body | {"retrieval": '[{"scope": "everyone"}]'})
+    assert bad.status_code == 200 and bad.context["form"].errors
+    broken = alice.post(url, body | {"remember": "{types: x"})
+    assert "Not valid JSON" in broken.content.decode()
+    with scoping.scopes_disabled():
+        assert Agent.objects.get(project=world.desk, slug="acme.desk").version == "1.0.0"  # nothing changed
+
+    saved = alice.post(url, body | {"version": "1.1.0", "instructions": "You are the night desk."})
+    assert saved.status_code == 302
+    with scoping.scopes_disabled():
+        agent = Agent.objects.get(project=world.desk, slug="acme.desk")
+    assert (agent.version, agent.instructions) == ("1.1.0", "You are the night desk.") and agent.remember
+    api = world.client(user=world.alice).get("/v1/agents/acme.desk").json()
+    assert api["version"] == "1.1.0" and api["instructions"] == "You are the night desk."
+    assert signed_in(seed.rita).post(url, body).status_code == 403
+
+
+def test_a_persons_page_shows_their_memory_exports_it_and_erases_it_when_confirmed(world, seed, caplog):
+    import json as _json
+
+    alice = signed_in(world.alice)
+    html = alice.get(base() + "facts/", {"participantId": "end-7", "status": "active"}).content.decode()
+    assert 'href="/dashboard/acme/desk/people/end-7/"' in html  # the participant links to their page
+    response = alice.get(base() + "people/end-7/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    api = world.client(user=world.alice).get("/v1/participants/end-7/export").json()
+    assert len(response.context["facts"]) + len(response.context["memory"]) == len(api["facts"]) >= 1
+    assert len(response.context["data"].conversations) == len(api["conversations"])
+    assert data.PREFERENCE[:40] in html
+    exported = alice.get(base() + "people/end-7/?format=json")
+    assert exported["Content-Disposition"] == 'attachment; filename="participant-end-7.json"'
+    assert {f["id"] for f in _json.loads(exported.content)["facts"]} == {f["id"] for f in api["facts"]}
+
+    # erasure: a wrong confirmation erases nothing; the right one erases, and says who did it in the log
+    wrong = alice.post(base() + "people/end-7/erase/", {"confirm": "end-9"})
+    assert wrong.status_code == 200 and "nothing was erased" in " ".join(texts(wrong))
+    assert world.client(user=world.alice).get("/v1/participants/end-7/export").json()["facts"]
+    with caplog.at_level("INFO", logger="dashboard.views"):
+        done = alice.post(base() + "people/end-7/erase/", {"confirm": "end-7"})
+    assert done.status_code == 302 and "Erased everything kept for end-7" in " ".join(texts(done))
+    assert any("alice erased participant 'end-7'" in r.getMessage() for r in caplog.records)
+    assert world.client(user=world.alice).get("/v1/participants/end-7/export").json()["facts"] == []
+    # a reviewer has no such page
+    assert signed_in(seed.rita).get(base() + "people/end-7/").status_code == 403

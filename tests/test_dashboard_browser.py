@@ -238,3 +238,65 @@ def test_an_admin_uses_the_playground_working_memory_and_keys(seeded, page):
     page.get_by_role("button", name="Save policy").click()
     assert "Saved the retention policy" in page.locator(".messages").inner_text()
     page.shot("retention")
+
+
+def test_a_team_lead_corrects_a_fact_reads_the_playground_and_copies_a_key(seeded, page):
+    """Issue 22: the facts list's total and columns, correcting a fact with its diff, past
+    revisions not marked active, the playground's left-out facts grouped (a page of bounded
+    height), the overview's working memory apart, and a one-time key whose underscores show."""
+    world, seed = seeded
+    for i in range(40):  # many facts the playground leaves out for the same reason
+        data.write(world.alice, world.desk, f"The desk closes early on day {i}.")
+    sign_in(page, "alice")
+    assert page.locator(".tile", has_text="working-memory entries").count() == 1
+    page.shot("overview")
+
+    page.get_by_role("link", name="Facts").first.click()
+    total = page.locator("#facts-total").inner_text()
+    assert re.fullmatch(r"\d+ facts", total)
+    headers = page.locator("#results thead").inner_text().lower()  # the stylesheet upper-cases them
+    assert "attributed to" in headers and "expires" in headers
+    assert "Attributed to" in page.locator("#results thead").text_content()
+    page.shot("facts")
+
+    page.goto(page.base + f"/dashboard/acme/desk/facts/{seed.note.id}/")
+    page.get_by_role("link", name="Correct…").click()
+    page.get_by_label("Content").fill('{"text": "The desk opens at nine."}')
+    page.get_by_role("button", name="Preview the change").click()
+    diff = page.locator("#supersede-diff").inner_text()
+    assert diff.index("- ") < diff.index("+ ") and "The desk opens at nine." in diff
+    page.shot("correct-preview")
+    page.get_by_role("button", name="Save version 2").click()
+    assert "Saved version 2" in page.locator(".messages").inner_text()
+    first = page.locator("#revision-1").inner_text()
+    assert "was active" in first and "current" not in first
+    assert "current" in page.locator("#revision-2").inner_text()
+    page.shot("corrected")
+
+    page.goto(page.base + "/dashboard/acme/desk/agents/acme.desk/")
+    page.get_by_label("User message").fill("spare parts")
+    page.get_by_label("Participant").fill("end-7")
+    page.get_by_role("button", name="Build the context").click()
+    groups = page.locator("#left-out .left-out-group")
+    assert groups.count() >= 2
+    biggest = groups.first
+    assert int(biggest.locator(".count").inner_text()) >= 40
+    assert biggest.locator("table").first.locator("tbody tr").count() == 3  # the first few; the rest folded
+    height = page.locator("#left-out").bounding_box()["height"]
+    assert height < 1500, height  # was 5,939 px for 61 facts
+    page.shot("playground-left-out")
+
+    page.goto(page.base + "/dashboard/acme/desk/keys/")
+    page.get_by_label("Name").fill("underscores")
+    page.get_by_role("button", name="Create key").click()
+    box = page.get_by_label("The new API key")
+    raw = box.input_value()
+    assert "_" in raw
+    # The whole line box fits inside the input: an underscore (drawn below the baseline) is not clipped.
+    fits = box.evaluate(
+        "e => { const s = getComputedStyle(e); const line = parseFloat(s.lineHeight);"
+        " const inner = e.clientHeight - parseFloat(s.paddingTop) - parseFloat(s.paddingBottom);"
+        " return {line, inner, font: parseFloat(s.fontSize)}; }"
+    )
+    assert fits["inner"] >= fits["line"] >= 1.4 * fits["font"], fits
+    page.shot("key-underscores")

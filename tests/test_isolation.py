@@ -133,6 +133,15 @@ ENDPOINTS = {
     ),
     # Claude's memory tool over the same folder: `view` of the index that shows the secret to its owner.
     "memory-tool": Endpoint("/v1/memory-tool/{fact}", {"post": {"command": "view", "path": "/memories/MEMORY.md"}}, **PARTICIPANT_VIEW),
+    # The admin API: the project's members and retention any member reads; members, keys and
+    # retention only admins change (a read key and a key bound to one end user may not).
+    # Another project or tenant reaches its own.
+    "members": Endpoint("/v1/members", {"get": None, "post": {"user": "bob", "role": "reviewer"}}),
+    "member": Endpoint("/v1/members/{fact}", {"delete": None}, target="membership"),
+    "keys": Endpoint("/v1/keys", {"get": None, "post": {"access": "read", "name": "iso"}}, writes=frozenset({"get", "post"})),
+    "key": Endpoint("/v1/keys/{fact}", {"delete": None}, target="apikey"),
+    "retention": Endpoint("/v1/retention", {"get": None, "put": {
+        "deletedFactsDays": 7, "expiredFactsDays": None, "unregisteredConversationsDays": 30}}),
 }
 ISO_AGENT = {
     "slug": "iso.desk",
@@ -145,7 +154,7 @@ ISO_AGENT = {
 }
 
 # Endpoints whose writes administer the project (agents): not for a participant-bound key.
-ADMINISTERS = {"agents", "agent"}
+ADMINISTERS = {"agents", "agent", "members", "member", "keys", "key", "retention"}
 
 
 def name_of(endpoint: Endpoint) -> str:
@@ -203,6 +212,13 @@ def _target(world, caller: str, kind: str = "fact") -> str:
         body = {"type": "memory.user", "content": "owner's secret text", "scope": {"participantId": "end-7"}}
         assert owner.post("/v1/facts", body, format="json").status_code == 201
         return "end-7"
+    if kind == "membership":  # bob's role in the owner's project, by his username
+        return "bob"
+    if kind == "apikey":  # a key of the owner's project
+        from memoryhub.services import apikey_create
+
+        key, _ = apikey_create(user=world.bob, tenant=world.acme, project=world.desk, access="read", name="owner's secret text")
+        return str(key.id)
     if kind == "participant":  # the owner's end-7, with a secret fact kept for them
         body = dict(NOTE, content="owner's secret text", scope={"participantId": "end-7"})
         assert world.client().post("/v1/facts", body, format="json").status_code == 201

@@ -458,3 +458,73 @@ def test_without_a_broker_the_schedule_runs_on_a_background_thread(tx_world):
     with scoping.scopes_disabled():
         assert Fact.objects.get(id=fact_id).status == Status.EXPIRED
     assert beat.runs["expire-facts"] >= 1
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, recording what was written."""
+
+    def __init__(self):
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.django_db
+def test_long_commands_show_progress_on_a_terminal_only(world, defaults, capsys, monkeypatch):
+    """A progress line on a terminal (redrawn with \\r, cleared at the end); nothing in a pipe or
+    in CI; stdout keeps its one JSON line either way."""
+    from memoryhub import progress
+
+    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0)
+    monkeypatch.delenv("CI", raising=False)
+    client = world.client()
+
+    def old_deleted(n: int) -> None:
+        for i in range(n):
+            deleted_fact(client, f"old {i}", timezone.now() - 31 * DAY)
+
+    old_deleted(3)
+    terminal = _Terminal()
+    call_command("purge", "--batch", "1", stderr=terminal)
+    assert json.loads(capsys.readouterr().out)["deletedFacts"] == 3
+    lines = [line for line in terminal.text.split("\r") if line.strip()]
+    assert [line.split(",")[0] for line in lines] == ["purge: 1 facts and conversations purged (1 batches)",
+                                                      "purge: 2 facts and conversations purged (2 batches)",
+                                                      "purge: 3 facts and conversations purged (3 batches)"]
+    assert terminal.text.endswith("\r") and "\n" not in terminal.text  # cleared: nothing left on the line
+
+    old_deleted(2)
+    monkeypatch.setenv("CI", "true")
+    quiet = _Terminal()
+    call_command("purge", "--batch", "1", stderr=quiet)
+    assert json.loads(capsys.readouterr().out)["deletedFacts"] == 2 and quiet.text == ""
+
+    monkeypatch.delenv("CI")
+    old_deleted(1)
+    call_command("purge", "--batch", "1")  # stderr not a terminal (pytest's capture)
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["deletedFacts"] == 1 and captured.err == ""
+
+
+def test_the_cli_says_a_large_import_is_on_its_way(monkeypatch):
+    from memoryhub import cli
+
+    monkeypatch.delenv("CI", raising=False)
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    with cli._sending("markdown import", 2, "files", {"MEMORY.md": "x" * 10, "a.md": "y"}):
+        assert terminal.text == "\rmarkdown import: sending 2 files (0.0 MB), waiting for the server…"
+    assert terminal.text.endswith("\r") and terminal.text.rstrip("\r").endswith(" ")
+    monkeypatch.setenv("CI", "true")
+    quiet = _Terminal()
+    monkeypatch.setattr("sys.stderr", quiet)
+    with cli._sending("profiles import", 1, "keys", {"k": "v"}):
+        pass
+    assert quiet.text == ""

@@ -178,3 +178,27 @@ def test_database_url_and_redis_url_switch_to_real_servers(redis_url, django_db_
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=30)
     assert not (tmp_path / "unused" / "postgres").exists()  # no embedded database was started
+
+
+def _serve(env: dict) -> subprocess.CompletedProcess:
+    """`manage.py serve` as `make run` runs it, to its end."""
+    return subprocess.run([sys.executable, "manage.py", "serve"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_serve_checks_the_port_before_the_banner(tmp_path):
+    """A second `make run` (the port taken) or a PORT that is no port: one line that says what to do,
+    no banner with URLs and a key for a server that never starts, no traceback."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        taken = _serve(_env(tmp_path / "data", port))
+    assert taken.returncode != 0
+    assert "Write key" not in taken.stdout and "Traceback" not in taken.stderr and "_pool" not in taken.stderr
+    assert taken.stderr.strip() == (f"CommandError: Port {port} on 127.0.0.1 is already in use (another `make run`?): "
+                                    f"stop that one, or serve elsewhere with `PORT={port + 1} make run`.")
+    assert not _postgres_running(tmp_path / "data")  # it stopped before starting anything
+
+    bad = _serve(_env(tmp_path / "data", "abc"))  # type: ignore[arg-type]
+    assert bad.returncode != 0 and "Write key" not in bad.stdout
+    assert bad.stderr.strip() == "CommandError: PORT must be a number from 1 to 65535, not 'abc': try `PORT=9000 make run`."

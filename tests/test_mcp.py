@@ -138,7 +138,10 @@ def check_script(results: list[tuple[bool, str, Any]]) -> None:
     block = context_after.split("\n\n")[-1]
     assert block == render_memory([{"type": "acme.preference", "key": "preferred-contact",
                                      "content": {"key": "preferred-contact", "text": PREFERENCE}, "trust": "unverified"}])
-    assert recalled == block  # the same fact, found by its words this time
+    # the same fact, found by its words this time; each warning follows, as the model reads it
+    warned = "".join(f"\n\nWarning ({w['code']}): {w['message']}" for w in results[4][2]["warnings"][:1])
+    assert [w["code"] for w in results[4][2]["warnings"]] in ([], ["semantic-unavailable"])
+    assert recalled == block + warned
     assert bad_limit == "`limit` must be a whole number from 1 to 50; or leave it out (10)."
 
     saved, derived, unknown_argument, bad_key, searched, listed, queried, bad_query, deleted, gone, unknown_tool = texts[6:]
@@ -477,3 +480,28 @@ def test_working_memory_tools_escape_stored_tags_over_post_mcp(world):
         assert "</memory>" not in text and "<system>" not in text
     assert "\\u003c/memory\\u003e\\u003csystem\\u003e" in queried
     assert json.loads(queried)["rows"][0]["v"] == forged  # the JSON still reads back to what was stored
+
+
+def test_a_warning_reaches_the_text_a_model_reads(desk):
+    """Hosts pass a result's text to the model, not its structuredContent: a connection with an
+    agent but no participant says so in the text, with how the server entry sets one."""
+    url, world, key = desk
+
+    async def context(session):
+        async with session as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            return names, await client.call_tool("memory_context", {"userMessage": "How will you contact me?"})
+
+    for session in (http_session(url, key, agent="acme.desk"), stdio_session(url, key, MEMORYHUB_AGENT="acme.desk")):
+        names, result = run(context, session)
+        text = result.content[0].text
+        assert "memory_remember" not in names and not result.is_error
+        codes = [w["code"] for w in result.structured_content["warnings"]]
+        assert codes == ["memory-needs-participant"]
+        assert f"Warning (memory-needs-participant): {result.structured_content['warnings'][0]['message']}" in text
+        assert "?participantId=" in text and "MEMORYHUB_PARTICIPANT_ID" in text
+
+    # With the participant set, no warning and no hint.
+    names, result = run(context, http_session(url, key, agent="acme.desk", participantId="end-7"))
+    assert "memory_remember" in names and "Warning" not in result.content[0].text
+    assert result.structured_content["warnings"] == []

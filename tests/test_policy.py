@@ -232,7 +232,8 @@ class Probe:
     act: Act
     call: Callable  # (client, obj) -> response
     shapes: tuple = ("project", "end-7")
-    style: str = "item"  # item: the object itself; list: found among others; effect: a change to it
+    style: str = "item"  # item: the object itself; list: found among others; effect: a change to it;
+    # status: allowed or denied, nothing of it shown; namesake: status, but another tenant reads its own
     effect: Callable | None = None  # (obj, before) -> did the object change?
     snapshot: Callable | None = None  # obj -> state before the call, for `effect`
     addressable: Callable = lambda binding, obj: True  # can this caller name the object at all?
@@ -394,7 +395,60 @@ PROBES = [
           lambda c, o: mcp(c, "memory_remember", {"type": "acme.preference", "content": f"Prefers {o.secret}"}, agent=o.id,
                            participantId="end-7"),
           ("end-7",), style="effect", snapshot=state, effect=changed_state),
+    # the admin API: members and retention any member reads; members, keys and retention admins change
+    Probe("members", "agent", Act.READ, lambda c, o: c.get("/v1/members"), ("project",), style="namesake"),
+    Probe("members", "agent", Act.ADMIN, lambda c, o: c.post("/v1/members", {"user": _person(o), "role": "reviewer"}, format="json"),
+          ("project",), style="effect", effect=lambda o, _: _role_here(o) == "reviewer"),
+    Probe("member", "agent", Act.ADMIN, lambda c, o: c.delete(f"/v1/members/{_person(o, role='viewer')}"),
+          ("project",), style="effect", effect=lambda o, _: _role_here(o) is None),
+    Probe("keys", "agent", Act.ADMIN, lambda c, o: c.get("/v1/keys"), ("project",), style="namesake"),
+    Probe("keys", "agent", Act.ADMIN, lambda c, o: c.post("/v1/keys", {"access": "read", "name": o.secret}, format="json"),
+          ("project",), style="effect", effect=lambda o, _: _keys_named(o) == 1),
+    Probe("key", "agent", Act.ADMIN, lambda c, o: c.delete(f"/v1/keys/{_spare_key(o)}"),
+          ("project",), style="effect", effect=lambda o, _: _keys_named(o, revoked=True) == 1),
+    Probe("retention", "agent", Act.READ, lambda c, o: c.get("/v1/retention"), ("project",), style="namesake"),
+    Probe("retention", "agent", Act.ADMIN,
+          lambda c, o: c.put("/v1/retention", {"deletedFactsDays": 3, "expiredFactsDays": 4, "unregisteredConversationsDays": 5},
+                             format="json"),
+          ("project",), style="effect", effect=lambda o, _: _retention_days(o) == 3),
 ]
+
+
+def _person(obj, role: str | None = None) -> str:
+    """Another person of the tenant, named after the object (with `role` in its project already)."""
+    def make():
+        user, _ = get_user_model().objects.get_or_create(username=f"person-{obj.secret}")
+        if role:
+            Membership.objects.get_or_create(user=user, tenant_id=obj.tenant_id, project_id=obj.project_id, defaults={"role": role})
+        return user.username
+    return _db(make)
+
+
+def _role_here(obj) -> str | None:
+    return _db(lambda: Membership.objects.filter(user__username=f"person-{obj.secret}", project_id=obj.project_id)
+               .values_list("role", flat=True).first())
+
+
+def _spare_key(obj) -> str:
+    """A key of the object's project, named after it."""
+    def make():
+        from memoryhub.models import Project
+
+        project = Project.objects.select_related("tenant").get(id=obj.project_id)
+        alice = get_user_model().objects.get(username="alice")
+        key, _ = apikey_create(user=alice, tenant=project.tenant, project=project, access="read", name=obj.secret)
+        return str(key.id)
+    return _db(make)
+
+
+def _keys_named(obj, revoked: bool = False) -> int:
+    return _db(lambda: ApiKey.objects.filter(project_id=obj.project_id, name=obj.secret, revoked_at__isnull=not revoked).count())
+
+
+def _retention_days(obj) -> int | None:
+    from memoryhub.models import RetentionPolicy
+
+    return _db(lambda: RetentionPolicy.objects.filter(project_id=obj.project_id).values_list("deleted_facts_days", flat=True).first())
 
 
 def _scope(obj) -> dict:
@@ -483,6 +537,9 @@ def check(probe: Probe, caller: Caller, obj: Obj) -> None:
     if caller.standing == "removed":
         assert status == 403 and not shows, where  # no role: no rights at all, reads included
         return
+    if probe.style == "namesake" and not reachable(probe, caller, obj):
+        assert not shows and status in OK | DENIED, where  # another tenant's caller reads its own project's
+        return
     allowed = expected_allowed(probe, caller, obj)
     if probe.style == "effect":
         changed = probe.effect(obj, before)
@@ -495,11 +552,11 @@ def check(probe: Probe, caller: Caller, obj: Obj) -> None:
         return
     if allowed:
         assert status in OK, where
-        if probe.style != "status":
+        if probe.style not in ("status", "namesake"):
             assert shows, where
     else:
         assert not shows, where
-        if probe.style in ("item", "status"):
+        if probe.style in ("item", "status", "namesake"):
             assert status in DENIED, where
 
 

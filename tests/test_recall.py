@@ -80,7 +80,7 @@ def test_the_seeds_end_9_example(world):
     assert message["role"] == "user" and message["text"] == LEAK and message["sequence"] == 0
     assert message["agentId"] == "acme.desk" and message["participantId"] == "end-9"
     assert message["conversationId"] == earlier["id"] and message["projectId"] == str(world.desk.id)
-    assert message["userId"] == world.alice.pk and message["createdAt"].endswith("Z")
+    assert message["userId"] == str(world.alice.pk) and message["createdAt"].endswith("Z")
     assert "before" not in hit and "after" not in hit  # the agent's answer is not a user's message
     assert "note" not in hit and "anotherPerson" not in hit
     # No embeddings provider here: mode both fell back to keyword search, and says so.

@@ -69,6 +69,12 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401",
 include-path-regex = "^/v1/(retrieve|agents.*|conversations.*|workspaces/\\\\{{namespace\\\\}}/query|facts/\\\\{{fact_id\\\\}}|markdown/import)$"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "429"]
 
+# The admin API: a member named must have an account (and a role, for a key); nobody
+# changes their own role or revokes the key they call with.
+[[operations]]
+include-path-regex = "^/v1/(members|keys)(/.*)?$"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "429"]
+
 [[operations]]
 include-path-regex = "^/v1/facts(/batch)?$"
 include-method = "POST"

@@ -19,6 +19,7 @@ to their own after-commit task.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -53,12 +54,15 @@ def _message_candidates(model: str, now: datetime):
     )
 
 
-def embeddings_backfill(*, batch_size: int | None = None, budget_seconds: float | None = DEFAULT_BUDGET) -> dict:
+def embeddings_backfill(
+    *, batch_size: int | None = None, budget_seconds: float | None = DEFAULT_BUDGET, on_batch: Callable[[dict], None] | None = None,
+) -> dict:
     """Embed what lacks an embedding of the configured model; returns the counts.
 
     `done` says whether nothing was left when the run ended (False: the time budget ran
     out and the next run goes on). A provider's transient error is raised, so the task
     retries later; a batch it refuses for good is counted in `failed` and skipped.
+    `on_batch(counts)` is called after each batch (a command's progress line).
     """
     embedder = get_embedder()
     if embedder is None:
@@ -95,5 +99,7 @@ def embeddings_backfill(*, batch_size: int | None = None, budget_seconds: float 
                     counts["failed"] += len(ids)
                 counts["batches"] += 1
                 after = ids[-1]
+                if on_batch is not None:
+                    on_batch(counts)
     logger.info("backfill: %s", " ".join(f"{name}={value}" for name, value in counts.items()))
     return counts

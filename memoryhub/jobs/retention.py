@@ -17,6 +17,7 @@ deleted in the same short transaction.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -122,8 +123,12 @@ def _add(counts: dict, more: dict) -> None:
         counts[name] = counts.get(name, 0) + value
 
 
-def retention_purge(*, now: datetime | None = None, batch_size: int | None = None, budget_seconds: float | None = DEFAULT_BUDGET) -> dict:
-    """Delete what is past its project's retention, in batches; returns the counts."""
+def retention_purge(
+    *, now: datetime | None = None, batch_size: int | None = None, budget_seconds: float | None = DEFAULT_BUDGET,
+    on_batch: Callable[[dict], None] | None = None,
+) -> dict:
+    """Delete what is past its project's retention, in batches; returns the counts.
+    `on_batch(counts)` is called after each batch (a command's progress line)."""
     batch_size = batch_size or settings.MEMORYHUB_JOB_BATCH
     budget = Budget(budget_seconds)
     counts = {
@@ -156,6 +161,8 @@ def retention_purge(*, now: datetime | None = None, batch_size: int | None = Non
                         counts[name] += deleted.pop("facts")
                         _add(counts, deleted)
                 counts["batches"] += 1
+                if on_batch is not None:
+                    on_batch(counts)
                 if len(ids) < limit:
                     break
         ttl = timedelta(hours=settings.MEMORYHUB_IDEMPOTENCY_TTL_HOURS)
@@ -175,3 +182,9 @@ def retention_purge(*, now: datetime | None = None, batch_size: int | None = Non
                 break
     logger.info("purge: %s", " ".join(f"{name}={value}" for name, value in counts.items()))
     return counts
+
+
+def retention_policy_read(*, principal: Principal) -> dict:
+    """The principal's project's retention, its own or the defaults (any member may see it)."""
+    policy.require(principal, policy.Act.READ, policy.Reach.PROJECT)
+    return retention_policy_for(project_id=principal.project_id)

@@ -22,7 +22,7 @@ class Command(BaseCommand):
         create.add_argument("--user", required=True)
         create.add_argument("--project", required=True, help="tenant/project (slugs) or a project id")
         create.add_argument("--access", required=True, choices=["read", "write"])
-        create.add_argument("--participant", help="bind the key to one participant")
+        create.add_argument("--participant", "--participant-id", dest="participant", help="bind the key to one participant")
         create.add_argument("--name", default="")
         revoke = sub.add_parser("revoke", help="revoke a key by id")
         revoke.add_argument("id")

@@ -2,7 +2,8 @@
 
 The beat runs a time-boxed backfill every 2 minutes; by hand it runs until nothing is
 left (or for `--seconds`), e.g. to re-embed at once after changing the model. Prints one
-JSON line of counts ({"model", "facts", "messages", "failed", "batches", "done"}).
+JSON line of counts ({"model", "facts", "messages", "failed", "batches", "done"}); on a
+terminal (not in CI) a progress line on stderr counts up meanwhile.
 """
 
 import json
@@ -10,6 +11,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from memoryhub.jobs import embeddings_backfill
+from memoryhub.progress import Progress
 from retrieval.embeddings import EmbeddingError
 
 
@@ -22,7 +24,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            counts = embeddings_backfill(batch_size=options["batch"], budget_seconds=options["seconds"])
+            with Progress("backfill", stream=self.stderr._out) as progress:
+                counts = embeddings_backfill(
+                    batch_size=options["batch"], budget_seconds=options["seconds"],
+                    on_batch=lambda c: progress.update(c["facts"] + c["messages"], note=f"embedded ({c['batches']} batches, {c['failed']} failed)"),
+                )
         except EmbeddingError as exc:
             raise CommandError(f"The embeddings provider failed: {exc}. Batches done so far are kept; run it again.") from None
         self.stdout.write(json.dumps(counts))

@@ -12,6 +12,7 @@ Without a broker (no REDIS_URL) the beat schedule's jobs run on a background thr
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import logging
@@ -42,6 +43,27 @@ DEMO_TENANT, DEMO_PROJECT, DEMO_USER = "demo", "demo", "demo"
 logger = logging.getLogger(__name__)
 
 
+def address_problem(host: str, port: str) -> str | None:
+    """Why serving on host:port cannot start (a bad PORT, an address in use), in one line; None if it can."""
+    if not str(port).isdigit() or not 1 <= int(port) <= 65535:
+        return f"PORT must be a number from 1 to 65535, not {port!r}: try `PORT=9000 make run`."
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return f"HOST {host!r} is not an address this machine has: leave HOST unset (127.0.0.1) or give an IP address."
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            probe.bind(address)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return (f"Port {port} on {host} is already in use (another `make run`?): stop that one, "
+                        f"or serve elsewhere with `PORT={int(port) + 1} make run`.")
+            return f"Cannot serve on {host}:{port} ({error.strerror}): choose another HOST or PORT."
+    return None
+
+
 class Command(BaseCommand):
     help = "Migrate, ensure the demo tenant, print how to sign in, and serve."
 
@@ -51,6 +73,8 @@ class Command(BaseCommand):
         parser.add_argument("--no-serve", action="store_true", help="prepare and print, but do not serve")
 
     def handle(self, *args, **options):
+        if not options["no_serve"] and (problem := address_problem(options["host"], options["port"])):
+            raise CommandError(problem)  # before the banner: URLs and a key for a server that never starts mislead
         if problem := database_problem():
             raise CommandError(problem)
         call_command("migrate", interactive=False, verbosity=0)
