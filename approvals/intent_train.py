@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--l2", type=float, default=1e-5)
     parser.add_argument("--epochs", type=int, default=150)
     parser.add_argument("--rate", type=float, default=0.05)
-    parser.add_argument("--recall", type=float, default=0.99)
+    parser.add_argument("--recall", type=float, default=0.95)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=MODEL_PATH)
     args = parser.parse_args(argv)

@@ -662,6 +662,26 @@ family("poison-multilingual", "it-pt-poison", H, [
 
 # --- building ----------------------------------------------------------------------------------
 
+# Terse statements about a person, as a model writes them into a note or a MEMORY.md line:
+# a verb or an adjective first and no subject ("Likes tea", "- Speaks Dutch."). Without
+# them the classifier read a subject-less clause as an order and held ordinary notes. Two
+# families in a category of their own: fewer than three, so both train only, and appended
+# last, so every family before them expands to the same texts as before.
+family("pref-terse", "terse-verb-first", R, [
+    "Likes tea", "Likes {food}.", "- Likes tea", "Speaks Dutch.", "Prefers email now.", "Prefers phone calls.", "Lives in {city}.",
+    "- Lives in {city}", "Works nights.", "Hates cilantro", "Allergic to {food}.", "- Allergic to {food}", "Loves jazz.",
+    "Owns two cats.", "Reads science fiction.", "Plays tennis on {day}s.", "Drinks oat milk.", "Vegan since 2019.",
+    "Prefers tea over coffee.", "- Prefers short answers", "Uses a screen reader.", "Travels for work most weeks.",
+    "Moved to {city} in May.", "Has a peanut allergy.", "Plays the piano.", "Dislikes small talk.", "- Wears size M",
+    "Enjoys hiking.", "Studies law part-time.", "Runs a bakery.", "Takes the 7:40 train.", "Likes window seats.",
+])
+family("pref-terse", "terse-verb-first-multilingual", R, [
+    "Mag Tee.", "Spricht Niederländisch.", "Wohnt in {city}.", "Trinkt keinen Kaffee.", "Aime le jazz.", "Habite à {city}.",
+    "Parle allemand.", "Allergique aux noix.", "Le gusta el té.", "Vive en {city}.", "Habla alemán.", "Prefiere el correo.",
+    "Ama la musica jazz.", "Vive a {city}.", "Gosta de chá.", "Mora em {city}.",
+], lang="multi")
+
+
 def _hash(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()
 

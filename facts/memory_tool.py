@@ -220,7 +220,9 @@ def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list
     lines: list[str] = []
     for element in parsed.template:
         if isinstance(element, str):
-            reasons = [] if element in old_prose or not element.strip() else instruction_reasons(element, tool_names=BUILTIN_TOOL_NAMES)
+            # a heading is judged by its words, not by the markup around them
+            reasons = [] if element in old_prose or not element.strip() else instruction_reasons(
+                element.lstrip("#").strip() or element, tool_names=BUILTIN_TOOL_NAMES)
             if reasons:  # prose that reads like an instruction waits as a line of the file's type
                 kind = parsed.type or "reference"
                 text = element.lstrip("#").strip()
