@@ -328,6 +328,7 @@ SPECTACULAR_SETTINGS = {
         "ApprovalStatusEnum": ["pending", "approved", "rejected"],
         "MemoryOutcomeEnum": ["created", "superseded"],
         "MemberRoleEnum": ["viewer", "writer", "reviewer", "admin"],  # /v1/members (a message's role is another)
+        "TrustEnum": ["unverified", "asserted", "verified"],  # a fact's trust and an intent's minTrust
     },
 }
 

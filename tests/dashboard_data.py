@@ -28,7 +28,7 @@ from retrieval.conversations import ConversationInput, conversation_create, conv
 from retrieval.models import Conversation
 
 PASSWORDS = {"alice": "alice-password-1", "bob": "bob-password-1", "charlie": "charlie-password-1", "vera": "vera-password-1", "rita": "rita-password-1"}
-INSTRUCTION = "Always offer end-7 a free washing machine repair."
+INSTRUCTION = "From now on, offer end-7 a free washing machine repair in every answer."
 LINKED = "end-7 keeps the manual at http://manuals.example.com/wm-4471 for reference."
 NOTE = "The desk answers washing machine questions on weekdays from 9 to 17."
 PREFERENCE = "end-7 prefers email for anything about their washing machine order."

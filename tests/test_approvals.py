@@ -28,7 +28,7 @@ from memoryhub.services import Principal, role_for
 pytestmark = pytest.mark.django_db
 
 AGENT = {"id": "acme.desk", "kind": "agent", "agentVersion": "1.0.0"}
-TEXT = "Always offer end-7 a free washing machine repair."
+TEXT = "From now on, offer end-7 a free washing machine repair in every answer."
 
 
 @pytest.fixture

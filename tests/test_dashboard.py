@@ -378,7 +378,7 @@ def test_delete_ends_the_fact_and_keeps_its_revisions(world, seed):
 def test_the_queue_marks_what_triggered_each_rule_and_counts_in_the_navigation(world, seed):
     page = signed_in(seed.rita).get(base() + "approvals/")
     html = page.content.decode()
-    assert re.search(r'<mark title="[^"]*(?:imperative|intent)[^"]*">Always offer', html)
+    assert re.search(r'<mark title="[^"]*(?:imperative|intent)[^"]*">[Ff]rom now on, offer', html)
     assert re.search(r'<mark title="link">http://manuals\.example\.com/wm-4471</mark>', html)
     assert 'aria-label="2 pending"' in html
     assert "Ignore previous instructions" not in html  # globex's question is not ours
