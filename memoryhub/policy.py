@@ -180,11 +180,12 @@ def fact_condition(principal: Principal, act: Act = Act.READ, *, pending_statuse
     return condition
 
 
-def _nobody(principal: Principal, act: Act, unattributed: bool) -> bool:
-    """May the caller `act` on the rows kept for no participant?"""
-    if unattributed and principal.participant_id is not None:
-        return False  # Reach.OTHER
-    return allows(principal, act, Reach.PROJECT)
+def _visible(principal: Principal, act: Act, unattributed: bool) -> tuple[bool, bool]:
+    """(may the caller `act` on rows kept for no participant, on rows kept for someone): for a
+    key bound to no one, someone is any participant; for a bound key, its own."""
+    bound = principal.participant_id is not None
+    nobody = not (unattributed and bound) and allows(principal, act, Reach.PROJECT)  # else Reach.OTHER
+    return nobody, allows(principal, act, Reach.OWN if bound else Reach.PARTICIPANT)
 
 
 def participant_sql(principal: Principal, column: str, params: dict, *, act: Act = Act.READ, unattributed: bool = False) -> str:
@@ -192,31 +193,22 @@ def participant_sql(principal: Principal, column: str, params: dict, *, act: Act
     within a project (the rows kept for no one are the project's, or with `unattributed`
     someone unknown's; a tenant-wide row is read on the same terms, see TABLE). Puts the
     bound participant into `params["bound"]`."""
-    nobody = _nobody(principal, act, unattributed)
-    bound = principal.participant_id
-    if bound is None:
-        anyone = allows(principal, act, Reach.PARTICIPANT)
-        if anyone and nobody:
-            return "TRUE"
-        if anyone:
-            return f"{column} IS NOT NULL"
-        return f"{column} IS NULL" if nobody else "FALSE"
-    own = allows(principal, act, Reach.OWN)
-    if own:
-        params["bound"] = bound
-    if own and nobody:
-        return f"({column} IS NULL OR {column} = %(bound)s)"
-    if own:
-        return f"{column} = %(bound)s"
+    nobody, someone = _visible(principal, act, unattributed)
+    if someone and principal.participant_id is not None:
+        params["bound"] = principal.participant_id
+        mine = f"{column} = %(bound)s"
+    else:
+        mine = f"{column} IS NOT NULL"
+    if someone and nobody:
+        return "TRUE" if principal.participant_id is None else f"({column} IS NULL OR {mine})"
+    if someone:
+        return mine
     return f"{column} IS NULL" if nobody else "FALSE"
 
 
 def participant_q(principal: Principal, field: str = "participant_id", *, act: Act = Act.READ, unattributed: bool = False) -> Q:
     """`participant_sql` as a Django condition, for the ORM's reads (conversations, workspaces)."""
-    nobody = _nobody(principal, act, unattributed)
+    nobody, someone = _visible(principal, act, unattributed)
     bound = principal.participant_id
-    if bound is None:
-        someone = Q(**{f"{field}__isnull": False}) if allows(principal, act, Reach.PARTICIPANT) else Q(pk__in=[])
-    else:
-        someone = Q(**{field: bound}) if allows(principal, act, Reach.OWN) else Q(pk__in=[])
-    return someone | Q(**{f"{field}__isnull": True}) if nobody else someone
+    mine = Q(**({field: bound} if bound is not None else {f"{field}__isnull": False})) if someone else Q(pk__in=[])
+    return mine | Q(**{f"{field}__isnull": True}) if nobody else mine
