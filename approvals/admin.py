@@ -16,19 +16,19 @@ from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from approvals.models import Approval, ApprovalStatus
-from approvals.selectors import approval_current_reasons, approval_replaces
-from approvals.services import approval_grant, approval_reject
-from memoryhub import scoping
-from memoryhub.admin_site import (
+from accounts.admin_site import (
     CrossTenantAdminMixin,
     ServiceOnlyAdminMixin,
     admin_principal,
     membership_condition,
     report_outcome,
 )
-from memoryhub.errors import ApplicationError, Forbidden
-from memoryhub.models import Tenant
+from accounts.models import Tenant
+from approvals.models import Approval, ApprovalStatus
+from approvals.selectors import approval_current_reasons, approval_replaces
+from approvals.services import approval_grant, approval_reject
+from core import scoping
+from core.errors import ApplicationError, Forbidden
 
 ACTION_LOCATIONS = [admin.ActionLocation.CHANGE_LIST, admin.ActionLocation.CHANGE_FORM]
 LIST_TEXT_CHARS = 400  # the list shows this much of a fact's text; its page shows all of it

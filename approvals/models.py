@@ -15,7 +15,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from memoryhub.scoping import ScopedManager
+from core.scoping import ScopedManager
 
 
 class ApprovalKind(models.TextChoices):

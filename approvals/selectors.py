@@ -11,16 +11,15 @@ import uuid
 
 from django.db.models import Q, QuerySet
 
+from accounts.models import Role
+from accounts.services import Principal
 from approvals.models import Approval, ApprovalStatus
 from approvals.rules import instruction_reasons
-from facts.models import Status as FactStatus
-from facts.models import Fact
+from core import scoping
+from core.errors import NotFound, ValidationFailed
+from core.policy import Act
+from facts.models import Fact, Status as FactStatus
 from facts.selectors import facts_visible, slot_filter
-from memoryhub import scoping
-from memoryhub.errors import NotFound, ValidationFailed
-from memoryhub.models import Role
-from memoryhub.policy import Act
-from memoryhub.services import Principal
 
 
 def approvals_visible(*, principal: Principal) -> QuerySet[Approval]:

@@ -6,8 +6,8 @@ from rest_framework import serializers
 
 from approvals.models import Approval, ApprovalKind, ApprovalStatus
 from approvals.services import MAX_NOTE
+from core.api import iso_time
 from facts.serializers import AttributionSerializer, FactOutSerializer, StrictSerializer, fact_to_dict
-from memoryhub.api import iso_time
 
 
 class ApprovalDecisionInSerializer(StrictSerializer):

@@ -16,15 +16,14 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.models import Role
+from accounts.services import Principal
 from approvals.models import Approval, ApprovalKind, ApprovalStatus
 from approvals.selectors import approval_get
-from facts.models import Fact
-from facts.models import Status as FactStatus
+from core.errors import ApplicationError, ValidationFailed
+from facts.models import Fact, Status as FactStatus
 from facts.selectors import fact_for_change
 from facts.services import acting_user, fact_approve, fact_reject
-from memoryhub.errors import ApplicationError, ValidationFailed
-from memoryhub.models import Role
-from memoryhub.services import Principal
 
 MAX_NOTE = 2000
 

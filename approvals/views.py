@@ -13,9 +13,9 @@ from approvals.serializers import (
     ApprovalPageSerializer,
     approval_to_dict,
 )
-from memoryhub.api import ApiView
-from memoryhub.pagination import paginate
-from memoryhub.schema import limit_type
+from core.api import ApiView
+from core.pagination import paginate
+from core.schema import limit_type
 
 
 def _note(request) -> str | None:

@@ -162,9 +162,10 @@ def main(argv=None) -> int:
     django.setup()
     from django.core.management import call_command
 
-    from memoryhub import embedded, scoping
-    from memoryhub.models import Project
-    from memoryhub.services import apikey_create, tenant_bootstrap
+    from accounts.models import Project
+    from accounts.services import apikey_create, tenant_bootstrap
+    from core import scoping
+    from memoryhub import embedded
 
     gunicorn = locust_proc = None
     try:

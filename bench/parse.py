@@ -1,5 +1,5 @@
 """What reading a request body costs: DRF's JSON parser with the NUL walk ApiView did
-before issue 17, against memoryhub.parsers.JSONParser (nesting bounded; NUL and lone
+before issue 17, against core.parsers.JSONParser (nesting bounded; NUL and lone
 surrogates refused, the body walked only when its text holds a \\u0000 or \\ud8xx-\\udfxx
 escape). CPU time per body (process_time), p50 and p95 of 600 runs each.
 
@@ -25,13 +25,13 @@ django.setup()
 
 from rest_framework.parsers import JSONParser as DRFParser  # noqa: E402
 
-from memoryhub.parsers import JSONParser  # noqa: E402
+from core.parsers import JSONParser  # noqa: E402
 
 RUNS = 600
 
 
 def nul_walk_before(value, where=""):
-    """ApiView's recursive NUL walk as it was (memoryhub/api.py `_nul_at`)."""
+    """ApiView's recursive NUL walk as it was (core/api.py `_nul_at`)."""
     if isinstance(value, str):
         return where if "\x00" in value else None
     if isinstance(value, dict):

@@ -189,16 +189,16 @@ def start_django(data_dir: Path) -> None:
     import django
 
     django.setup()
-    from django.core.management import call_command
-
     import logging
+
+    from django.core.management import call_command
 
     logging.getLogger("celery").setLevel(logging.WARNING)  # one INFO line per batch's (empty) embedding task
     call_command("migrate", verbosity=0)
 
 
 def bootstrap():
-    from memoryhub.services import apikey_authenticate, tenant_bootstrap
+    from accounts.services import apikey_authenticate, tenant_bootstrap
 
     created = tenant_bootstrap(tenant="bench-quality", project="quality", username="bench-quality")
     principal = apikey_authenticate(raw=created["apiKey"])
@@ -208,9 +208,9 @@ def bootstrap():
 
 def write_dataset(principal, dataset: Dataset) -> dict[str, tuple[str, str]]:
     """Write the docs as facts (reusing them if this data folder already holds them); fact id -> (participant, gold id)."""
+    from core import scoping
     from facts.models import Fact
     from facts.services import FactInput, fact_write_batch
-    from memoryhub import scoping
 
     fact_type = f"bench.{dataset.name}.{'turn' if dataset.name == 'locomo' else 'memory'}"
     id_field = "diaId" if dataset.name == "locomo" else "memoryId"

@@ -179,10 +179,9 @@ def raw_connection(dbname: str = "postgres"):
 def load_corpus(args, gen: Generator, marker: Path) -> dict:
     from django.core.management import call_command
 
+    from accounts.services import apikey_authenticate, tenant_bootstrap
+    from core import scoping, tasks
     from facts.services import FactInput, fact_write_batch
-    from memoryhub import scoping
-    from memoryhub.services import apikey_authenticate, tenant_bootstrap
-    from memoryhub import tasks
 
     call_command("migrate", interactive=False, verbosity=0)
     boot = tenant_bootstrap(tenant="bench", project="bench", username="bench")
@@ -192,7 +191,7 @@ def load_corpus(args, gen: Generator, marker: Path) -> dict:
     log(f"loading {args.facts:,} facts through facts.services.fact_write_batch (1,000 per call) …")
     started = time.perf_counter()
     written = 0
-    from memoryhub.progress import Progress
+    from core.progress import Progress
 
     with Progress("load") as progress, scoping.scope(tenant_id=principal.tenant_id, project_id=principal.project_id):
         for batch, vectors in gen.facts(args.facts, args.participants, args.project_share, args.zipf):
@@ -385,8 +384,8 @@ def service_phase(args, info, samples, texts, vectors, exact_cache, sizes: dict)
     from django.conf import settings
     from django.db import connection
 
-    from memoryhub import scoping
-    from memoryhub.services import apikey_authenticate
+    from accounts.services import apikey_authenticate
+    from core import scoping
     from retrieval.search import Intent, Result, Run, run_intent
 
     principal = apikey_authenticate(raw=info["api_key"])

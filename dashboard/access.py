@@ -10,7 +10,7 @@ decides, before the view runs:
 - a URL or query the services refuse (an odd namespace, an impossible time): 400, saying why;
 - otherwise the view runs, and its template renders, inside `scoping.scope(tenant,
   project)`, with `place.principal`: the person as a write key of theirs would be
-  (`memoryhub.services.person_principal`). Views pass that principal to the same services
+  (`accounts.services.person_principal`). Views pass that principal to the same services
   and selectors the API calls, which check the role again, so a POST that skips a hidden
   button still meets the same refusal.
 """
@@ -26,13 +26,13 @@ from django.shortcuts import render
 from django.template.response import SimpleTemplateResponse
 from django.urls import reverse
 
+from accounts.models import ROLE_RANK, Project, Role
+from accounts.selectors import projects_for_user
+from accounts.services import Principal, person_principal
 from approvals.selectors import approvals_list
-from memoryhub import scoping
-from memoryhub.api import unstorable_in_url
-from memoryhub.errors import PROBLEM_CONTENT_TYPE, Forbidden, NotFound, ParticipantNotAllowed, ValidationFailed, problem_body
-from memoryhub.models import ROLE_RANK, Project, Role
-from memoryhub.selectors import projects_for_user
-from memoryhub.services import Principal, person_principal
+from core import scoping
+from core.api import unstorable_in_url
+from core.errors import PROBLEM_CONTENT_TYPE, Forbidden, NotFound, ParticipantNotAllowed, ValidationFailed, problem_body
 
 LAST_PROJECT = "dashboard:last-project"  # session key: where `/dashboard/` takes a person back to
 

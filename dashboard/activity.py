@@ -9,18 +9,17 @@ reviewers (`approvals_visible`), as the approval queue. One grouped query per se
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
-from datetime import timezone as dt_timezone
+from datetime import date, datetime, time, timedelta, timezone as dt_timezone
 
 from django.db.models import Count
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from accounts.services import Principal
 from approvals.models import ApprovalStatus
 from approvals.selectors import approvals_visible
 from facts.models import FactRevision
 from facts.selectors import facts_visible
-from memoryhub.services import Principal
 
 DAYS = 14
 

@@ -7,9 +7,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django import forms
 
+from accounts.models import Access, Role
 from approvals.models import ApprovalStatus
 from facts.models import Status, Trust
-from memoryhub.models import Access, Role
 
 SEARCH_MODES = [
     ("", "Contains (browse every fact)"),

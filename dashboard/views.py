@@ -16,33 +16,32 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, LogoutView
 from django.db.models import Count, Q
 from django.shortcuts import redirect, render
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from accounts.models import Role
+from accounts.selectors import apikeys_list, members_list, projects_for_user
+from accounts.services import apikey_create, apikey_revoke, membership_remove, membership_set, role_for
+from agent import services as agent_services
+from agent.conversations import conversations_visible, messages_list
+from agent.explain import context_left_out
 from approvals.admin import highlighted
 from approvals.models import ApprovalStatus
 from approvals.selectors import approval_current_reasons, approval_get, approvals_list, approvals_replacing, approvals_visible
 from approvals.services import approval_grant, approval_reject
+from core.errors import ApplicationError, ValidationFailed
+from core.pagination import paginate
+from core.times import parse_time
 from dashboard import forms, presenters
-from dashboard.activity import project_activity
 from dashboard.access import LAST_PROJECT, Place, not_found, page, project_page, require
-from facts import selectors as fact_selectors
-from facts import services as fact_services
+from dashboard.activity import project_activity
+from facts import selectors as fact_selectors, services as fact_services
 from facts.filters import FactFilter
 from facts.models import Status, Trust
-from facts.workspaces import memory_block_for, memory_graph, memory_namespaces, workspace
-from memoryhub.errors import ApplicationError, ValidationFailed
-from memoryhub.jobs import retention_policy_for, retention_policy_set
-from memoryhub.models import Role
-from memoryhub.pagination import paginate
-from memoryhub.selectors import apikeys_list, members_list, projects_for_user
-from memoryhub.services import apikey_create, apikey_revoke, membership_remove, membership_set, role_for
-from memoryhub.times import parse_time
-from retrieval import agents as agent_services
-from retrieval.conversations import conversations_visible, messages_list
-from retrieval.explain import context_left_out
+from accounts.retention import retention_policy_for, retention_policy_set
 from retrieval.search import Run, facts_retrieve, parse_intent
+from workspaces.services import memory_block_for, memory_graph, memory_namespaces, workspace
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +107,7 @@ def switch(request):
 
 # --- overview ------------------------------------------------------------------------------------
 
-# A working-memory entry (facts.workspaces): a fact with a namespace and a key, outside any
+# A working-memory entry (workspaces.services): a fact with a namespace and a key, outside any
 # conversation. The facts list and the overview keep them apart from the project's facts.
 WORKING_MEMORY = Q(namespace__isnull=False, key__isnull=False, conversation_id__isnull=True)
 
@@ -287,11 +286,11 @@ def fact_supersede(request, place: Place, fact_id):
 
 @project_page(Role.ADMIN, section="facts")
 def person(request, place: Place, participant_id: str):
-    """One end user's facts, conversations, approvals and working memory (memoryhub.erasure, as the API's export)."""
+    """One end user's facts, conversations, approvals and working memory (privacy.erasure, as the API's export)."""
     from django.http import JsonResponse
 
-    from memoryhub import erasure
-    from memoryhub.participant_views import export_to_dict
+    from privacy import erasure
+    from privacy.views import export_to_dict
 
     found = erasure.participant_data(principal=place.principal, participant_id=participant_id)
     if request.GET.get("format") == "json":
@@ -311,7 +310,7 @@ def person(request, place: Place, participant_id: str):
 @project_page(Role.ADMIN, section="facts")
 def person_erase(request, place: Place, participant_id: str):
     """Erase everything kept for one end user, after typing their id; logged with who did it."""
-    from memoryhub import erasure
+    from privacy import erasure
 
     if request.method == "POST":
         if request.POST.get("confirm", "").strip() != participant_id:
@@ -474,7 +473,7 @@ def agent(request, place: Place, slug: str):
 
 @project_page(Role.ADMIN, section="agents")
 def agent_edit(request, place: Place, slug: str):
-    """An admin edits an agent's declaration (retrieval.agents.agent_save, as PUT /v1/agents/{slug})."""
+    """An admin edits an agent's declaration (agent.services.agent_save, as PUT /v1/agents/{slug})."""
     found = agent_services.agent_get(principal=place.principal, project_id=place.project.id, slug=slug)
     initial = {"version": found.version, "instructions": found.instructions, "retrieval": presenters.pretty(found.retrieval),
                "remember": presenters.pretty(found.remember) if found.remember else ""}

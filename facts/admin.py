@@ -15,18 +15,18 @@ from django.contrib import admin
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from facts.models import Fact, FactRevision, Status
-from facts.services import fact_delete, fact_verify
-from memoryhub import scoping
-from memoryhub.admin_site import (
+from accounts.admin_site import (
     CrossTenantAdminMixin,
     ServiceOnlyAdminMixin,
     admin_principal,
     membership_condition,
     report_outcome,
 )
-from memoryhub.errors import ApplicationError, Forbidden
-from memoryhub.models import Project
+from accounts.models import Project
+from core import scoping
+from core.errors import ApplicationError, Forbidden
+from facts.models import Fact, FactRevision, Status
+from facts.services import fact_delete, fact_verify
 
 ACTION_LOCATIONS = [admin.ActionLocation.CHANGE_LIST, admin.ActionLocation.CHANGE_FORM]
 

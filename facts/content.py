@@ -10,6 +10,10 @@ from typing import Any
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_TEXT_BYTES = 16 * 1024
 MAX_DEPTH = 32
+# The type of a MEMORY.md folder's layout facts (profiles.markdown): bookkeeping of the
+# folder's files, never a memory of its own, so no search returns them.
+LAYOUT_TYPE = "memory.layout"
+
 MAX_NAME_LENGTH = 200
 # Types, keys and namespaces: letters, digits and a few separators, as in `acme.note`,
 # `tool:read_file`, `preferred-order-communication`, `-home-me-project`.

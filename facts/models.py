@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models import F, Q
 from pgvector.django import HnswIndex, VectorField
 
-from memoryhub.scoping import ScopedManager
+from core.scoping import ScopedManager
 
 
 class Trust(models.TextChoices):

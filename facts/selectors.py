@@ -8,15 +8,15 @@ from datetime import datetime
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from accounts.services import Principal
+from core import policy
+from core.errors import NotFound
+from core.policy import Act
 from facts.models import Fact, FactRevision, Status
-from memoryhub import policy
-from memoryhub.errors import NotFound
-from memoryhub.policy import Act
-from memoryhub.services import Principal
 
 
 def facts_visible(*, principal: Principal, act: Act = Act.READ) -> QuerySet[Fact]:
-    """Every fact (any status) the principal may `act` on, as memoryhub.policy's table says.
+    """Every fact (any status) the principal may `act` on, as core.policy's table says.
 
     Reading facts kept for participants takes write access (the participant rule). A
     participant-bound key reads its participant's facts and those kept for no one in
@@ -90,7 +90,7 @@ def fact_get(*, principal: Principal, fact_id) -> Fact:
 
 def fact_for_change(*, principal: Principal, fact_id, act: Act = Act.WRITE) -> Fact:
     """The fact, locked for the rest of the transaction (the caller owns it); 404 when the
-    principal cannot see it, 403 when it may see it but not `act` on it (memoryhub.policy)."""
+    principal cannot see it, 403 when it may see it but not `act` on it (core.policy)."""
     fact = facts_visible(principal=principal).select_for_update().filter(id=fact_id).first()
     if fact is None:
         raise NotFound("No such fact here.")

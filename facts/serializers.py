@@ -6,11 +6,11 @@ from datetime import datetime
 
 from rest_framework import serializers
 
+from core.api import iso_time
 from facts.models import Fact, FactRevision
+from facts.schema import NameField
 from facts.selectors import effective_status
 from facts.services import UNSET, FactInput
-from memoryhub.api import iso_time
-from memoryhub.schema import NameField
 
 SERVER_SET = {
     "id": "id is given by the server",

@@ -9,7 +9,6 @@ serialised and the loser sees the new version (`409 version-conflict`).
 from __future__ import annotations
 
 import contextlib
-
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,15 +16,15 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from accounts.models import Role
+from accounts.selectors import project_search_config
+from accounts.services import Principal
+from core import policy
+from core.errors import ApplicationError, ParticipantNotAllowed, ValidationFailed, VersionConflict
+from facts import hooks
 from facts.content import content_hash, content_problems, name_problem
 from facts.models import SLOT_HOLDING, Fact, FactFields, FactRevision, InvalidationReason, Status, Trust
 from facts.selectors import fact_for_change, slot_filter, slot_value
-from memoryhub import policy
-from memoryhub.errors import ApplicationError, ParticipantNotAllowed, ValidationFailed, VersionConflict
-from memoryhub.models import Role
-from memoryhub.selectors import project_search_config
-from memoryhub.services import Principal
-from memoryhub.tasks import enqueue_on_commit
 
 UNSET: Any = object()  # a scope field the client did not send
 MAX_BATCH = 1000
@@ -158,9 +157,7 @@ def _conversation_participant(project_id, conversation_id, participant_id: str |
     """A fact kept in a conversation is kept for the conversation's participant, so it is read,
     exported and erased with what they said: it takes theirs when it names none, and may not
     name another. A conversation id that names no conversation (a caller's own) changes nothing."""
-    from retrieval.models import Conversation  # facts sit below retrieval; the model alone is read
-
-    conversation = Conversation.objects.filter(id=conversation_id).values("project_id", "participant_id").first()
+    conversation = hooks.conversation(conversation_id)  # agent's conversations sit above facts
     if conversation is None:
         return participant_id
     if conversation["project_id"] != project_id:
@@ -316,20 +313,16 @@ def revision_deletes_allowed():
 
 def _embed_after_commit(facts: list[Fact]) -> None:
     """Embeddings the write did not make itself are made after commit by a task."""
-    from retrieval.tasks import embed_facts
-
     missing = [str(fact.id) for fact in facts if fact.embedding_model is None]
     if missing:
-        enqueue_on_commit(embed_facts, missing)
+        hooks.embed_later(missing)
 
 
 def _embedded_now(texts: list[str], *, inline: bool = True):
     """The texts' embeddings if the provider answers within the budget (retrieval.inline), else None."""
     if not inline:
         return None
-    from retrieval.inline import embed_within_budget
-
-    return embed_within_budget(texts)
+    return hooks.embed_now(texts)
 
 
 def _embed_inline(items: list[_Prepared], *, inline: bool = True) -> None:

@@ -9,6 +9,11 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status as http
 from rest_framework.response import Response
 
+from core.api import ApiView
+from core.errors import PreconditionRequired, ValidationFailed
+from core.pagination import paginate
+from core.schema import limit_type
+from core.times import parse_time
 from facts import selectors, services
 from facts.filters import FactFilter
 from facts.models import Status, Trust
@@ -25,11 +30,6 @@ from facts.serializers import (
     fact_to_dict,
     revision_to_dict,
 )
-from memoryhub.api import ApiView
-from memoryhub.errors import PreconditionRequired, ValidationFailed
-from memoryhub.pagination import paginate
-from memoryhub.schema import limit_type
-from memoryhub.times import parse_time
 
 LIST_PARAMS = [
     OpenApiParameter(name, str, required=False) for name in ["type", "participantId", "key", "namespace", "q", "cursor"]

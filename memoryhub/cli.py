@@ -211,7 +211,7 @@ def _local(args: argparse.Namespace) -> Any:
 
 def _sending(what: str, count: int, unit: str, payload: Any):
     """A progress line while a large import is on its way (a terminal only, not CI)."""
-    from memoryhub.progress import Progress
+    from core.progress import Progress
 
     progress = Progress(what)
     size = len(json.dumps(payload, ensure_ascii=False).encode())
@@ -249,7 +249,7 @@ def _run(args: argparse.Namespace) -> Any:
     payload = _read_input(args.input) if getattr(args, "input", None) is not None else None
     local = _local(args)
     if args.group == "markdown" and args.command == "lint":
-        from facts.markdown import lint  # pure: no server, no Django
+        from profiles.markdown import lint  # pure: no server, no Django
 
         report = lint(local)
         args.exit_code = EXIT_OK if report["ok"] else EXIT_API

@@ -38,17 +38,17 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 
-from facts import workspaces
-from memoryhub import scoping
-from memoryhub.api import ApiView
-from memoryhub.errors import Forbidden, ServiceUnavailable, ValidationFailed, as_application_error, problem_body
+from accounts.models import Role
+from accounts.services import Principal
+from agent import services as agents
+from agent.views import ContextInSerializer, JsonOnlyNegotiation, RememberInSerializer, context_to_dict
+from core import scoping
+from core.api import ApiView
+from core.errors import Forbidden, ServiceUnavailable, ValidationFailed, as_application_error, problem_body
 from memoryhub.mcp_tools import DEFAULT_NAMESPACE, QUERY, Binding, ToolError, build_server
-from memoryhub.models import Role
-from memoryhub.services import Principal
-from retrieval import agents
-from retrieval.agent_views import ContextInSerializer, JsonOnlyNegotiation, RememberInSerializer, context_to_dict
 from retrieval.serializers import RetrieveInSerializer
-from retrieval.views import retrieve
+from agent.retrieve import retrieve
+from workspaces import services as workspaces
 
 SCOPE_KEY = "memoryhub.mcp"  # the ASGI scope entry that carries (backend, binding) to the tool handlers
 FORWARDED_HEADERS_DROPPED = {"authorization", "cookie"}  # checked here; the SDK has no use for them

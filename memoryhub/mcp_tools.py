@@ -34,8 +34,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from memoryhub.tool_formats import (
-    CONTEXT_TOOL, RECALL_MAX_LIMIT, RECALL_TOOL, context_tool, memory_block, recall_tool, tag_safe_json, working_memory_tools,
+from workspaces.tools import (
+    CONTEXT_TOOL,
+    RECALL_MAX_LIMIT,
+    RECALL_TOOL,
+    context_tool,
+    memory_block,
+    recall_tool,
+    tag_safe_json,
+    working_memory_tools,
 )
 
 __all__ = [
@@ -176,7 +183,7 @@ def list_tools(backend: Backend, binding: Binding) -> list[dict]:
 # --- calls -------------------------------------------------------------------------------------
 
 
-render_memory = memory_block  # the agent's `<memory>` block, escaped the one way (memoryhub.tool_formats)
+render_memory = memory_block  # the agent's `<memory>` block, escaped the one way (workspaces.tools)
 
 
 def _only(name: str, arguments: dict, allowed: tuple[str, ...]) -> None:

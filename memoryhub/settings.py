@@ -68,15 +68,22 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "memoryhub",
+    # Bottom to top (docs/architecture.md); memoryhub itself is the composition root.
+    "core",
+    "accounts",
     "facts",
+    "workspaces",
     "retrieval",
     "approvals",
+    "profiles",
+    "agent",
+    "privacy",
     "dashboard",
+    "memoryhub",
 ]
 
 MIDDLEWARE = [
-    "memoryhub.middleware.BodySizeLimitMiddleware",
+    "core.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -115,7 +122,7 @@ DATABASES["default"].setdefault("OPTIONS", {})
 # Keep connections between requests: opening one (and its per-connection settings) costs
 # more than a whole retrieval.
 DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "60"))
-# No SELECT 1 before each request (about 1 ms each): memoryhub.connections drops a pooled
+# No SELECT 1 before each request (about 1 ms each): core.connections drops a pooled
 # connection the server closed, by looking at its socket, before the request uses it.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
 # Reads for one person go through prepared statements, planned once per connection
@@ -133,9 +140,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis, cache, Celery -------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
-    # A Redis outage is a cache miss, never a failed request (memoryhub.cache).
+    # A Redis outage is a cache miss, never a failed request (core.cache).
     CACHES = {"default": {
-        "BACKEND": "memoryhub.cache.FailSoftRedisCache", "LOCATION": REDIS_URL,
+        "BACKEND": "core.cache.FailSoftRedisCache", "LOCATION": REDIS_URL,
         "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
     }}
 else:
@@ -281,7 +288,7 @@ MEMORYHUB_BM25_STATS_TTL = int(os.environ.get("MEMORYHUB_BM25_STATS_TTL", "300")
 # retrieval.rerank: the model that reorders an intent's fused candidates (`nanoranker`, or `none`).
 MEMORYHUB_RERANKER = os.environ.get("MEMORYHUB_RERANKER", "nanoranker")
 
-# --- Keyed profiles: which keys a question is about (facts.profiles) -------------------------
+# --- Keyed profiles: which keys a question is about (profiles.services) -------------------------
 # Similarity a key needs; empty: the value calibrated for the local model (other models use
 # keywords only until this is set). An OpenAI-compatible chat endpoint (…/v1) may refine the
 # choice; empty: no LLM, the endpoint still answers.
@@ -299,13 +306,13 @@ MEMORYHUB_IDEMPOTENCY_TTL_HOURS = 24
 MEMORYHUB_IDEMPOTENCY_STALE_SECONDS = 120  # an in-flight claim older than this is taken over
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["memoryhub.auth.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["memoryhub.auth.HasApiKey"],
-    "DEFAULT_THROTTLE_CLASSES": ["memoryhub.throttling.ApiKeyRateThrottle"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.auth.HasApiKey"],
+    "DEFAULT_THROTTLE_CLASSES": ["core.throttling.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["memoryhub.parsers.JSONParser"],  # DRF's, nesting bounded (deep bodies were 500s)
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.JSONParser"],  # DRF's, nesting bounded (deep bodies were 500s)
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "memoryhub.errors.problem_exception_handler",
+    "EXCEPTION_HANDLER": "core.errors.problem_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -319,8 +326,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/v1",
-    # Every operation documents its problem+json errors (memoryhub.schema).
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "memoryhub.schema.problem_responses"],
+    # Every operation documents its problem+json errors (core.schema).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.schema.problem_responses", "facts.schema.name_patterns"],
     # Several shapes have a `status`; name each choice set after what it belongs to.
     "ENUM_NAME_OVERRIDES": {
         "FactStatusEnum": ["active", "pending", "rejected", "deleted", "expired"],

@@ -5,25 +5,20 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from dashboard import views as dashboard_views
-from memoryhub import admin_views, mcp_http, participant_views, views
+from memoryhub import mcp_http, views
 
 api_v1 = [
     # First: an agent's per-turn reads (retrieve, context) resolve after the fewest patterns
     # (about 60 µs sooner than behind the facts routes).
-    path("", include("retrieval.urls")),
-    path("me", views.MeView.as_view(), name="me"),
+    path("", include("agent.urls")),
+    path("", include("accounts.urls")),
     path("schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]), name="docs"),
     path("", include("facts.urls")),
+    path("", include("workspaces.urls")),
+    path("", include("profiles.urls")),
     path("", include("approvals.urls")),
-    path("participants/<str:participant_id>", participant_views.ParticipantView.as_view(), name="participant"),
-    path("participants/<str:participant_id>/export", participant_views.ParticipantExportView.as_view(), name="participant-export"),
-    # The admin API: members, keys, retention (memoryhub.admin_views), as the dashboard's settings pages.
-    path("members", admin_views.MembersView.as_view(), name="members"),
-    path("members/<str:username>", admin_views.MemberView.as_view(), name="member"),
-    path("keys", admin_views.KeysView.as_view(), name="keys"),
-    path("keys/<str:key_id>", admin_views.KeyView.as_view(), name="key"),
-    path("retention", admin_views.RetentionView.as_view(), name="retention"),
+    path("", include("privacy.urls")),
 ]
 
 urlpatterns = [

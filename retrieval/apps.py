@@ -1,4 +1,4 @@
-"""Retrieval: keyword, semantic and hybrid search over facts and conversations."""
+"""retrieval: intents, keyword/semantic/hybrid search, recall over conversations, embeddings and their backfill."""
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -30,6 +30,24 @@ def _tune_vector_search(sender, connection, **kwargs):
 
 class RetrievalConfig(AppConfig):
     name = "retrieval"
+    label = "search"  # `retrieval` is the agent app's label (its tables were made under it)
+    verbose_name = "Retrieval"
 
     def ready(self) -> None:
         connection_created.connect(_tune_vector_search, dispatch_uid="memoryhub-hnsw-settings")
+        _plug_fact_embeddings()
+        from core.tasks import on_shutdown_interrupt
+        from retrieval.embeddings import interrupt_documents
+
+        on_shutdown_interrupt(interrupt_documents)
+
+
+def _plug_fact_embeddings() -> None:
+    """Fact writes embed their texts through retrieval (facts.hooks): inline within the budget
+    (retrieval.inline), the rest after commit (retrieval.tasks.embed_facts)."""
+    from core.tasks import enqueue_on_commit
+    from facts import hooks
+    from retrieval.inline import embed_within_budget
+    from retrieval.tasks import embed_facts
+
+    hooks.plug(embed_now=embed_within_budget, embed_later=lambda ids: enqueue_on_commit(embed_facts, ids))

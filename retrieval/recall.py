@@ -24,9 +24,9 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from memoryhub import policy
-from memoryhub.api import iso_time
-from memoryhub.services import Principal
+from accounts.services import Principal
+from core import policy
+from core.api import iso_time
 from retrieval.embeddings import Embedder, get_embedder
 from retrieval.search import Intent, Result, Run, bm25_stats, fused_ctes, intent_params, search_mode
 

@@ -40,12 +40,12 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import DEFERRED
 
-from facts.markdown import LAYOUT_TYPE
+from accounts.selectors import project_search_config
+from accounts.services import Principal
+from core import connections, policy
+from core.errors import ValidationFailed
+from facts.content import LAYOUT_TYPE
 from facts.models import Fact
-from memoryhub import connections, policy
-from memoryhub.errors import ValidationFailed
-from memoryhub.selectors import project_search_config
-from memoryhub.services import Principal
 from retrieval.embeddings import Embedder, get_embedder, query_vector_literal
 from retrieval.rerank import RERANK_DEPTH, get_reranker, rerank_hits
 
@@ -266,7 +266,7 @@ def _conditions(run: Run, intent: Intent, params: dict) -> list[str] | None:
         conds += ["f.project_id = %(project)s", "f.participant_id IS NULL", "f.conversation_id IS NULL"]
     else:  # tenant: what is kept for no one in particular, across what the key may see
         conds += ["f.participant_id IS NULL", "f.conversation_id IS NULL"]
-    # Whose facts the key may read (memoryhub.policy): a key bound to one participant, or one
+    # Whose facts the key may read (core.policy): a key bound to one participant, or one
     # without write access, never reads another person's facts.
     visible = policy.participant_sql(principal, "f.participant_id", params)
     if visible != "TRUE":
@@ -599,7 +599,7 @@ heavy_people = _HeavyPeople()
 
 
 def _cursor(*, prepared: bool):
-    """memoryhub.connections.cursor: a server-binding (prepared) cursor, or Django's own."""
+    """core.connections.cursor: a server-binding (prepared) cursor, or Django's own."""
     return connections.cursor(prepared=prepared)
 
 

@@ -6,8 +6,8 @@ import logging
 
 from django.db import transaction
 
-from facts.models import Fact
-from memoryhub import scoping
+from core import scoping
+from retrieval import sources
 from retrieval.embeddings import get_embedder
 
 logger = logging.getLogger(__name__)
@@ -19,9 +19,14 @@ def facts_embed(*, fact_ids: list[str]) -> int:
     Safe to run twice or concurrently: a row is only written if its content did not
     change since it was read, and rows already embedded by this model are skipped.
     """
-    if not fact_ids:
+    return rows_embed(sources.get("facts"), fact_ids)
+
+
+def rows_embed(source: sources.Source, ids: list[str]) -> int:
+    """Embed the given rows of a source that lack an embedding of the configured model."""
+    if not ids:
         return 0
-    return _embed_rows(Fact, lambda: Fact.objects.filter(id__in=fact_ids), guard="content_hash")
+    return _embed_rows(source.model, lambda: source.embeddable().filter(id__in=ids), guard=source.guard)
 
 
 def _embed_rows(model, rows_to_embed, *, guard: str | None = None) -> int:
@@ -55,8 +60,4 @@ def messages_embed(*, message_ids: list[str]) -> int:
     Messages do not change once appended, so a row already embedded by this model is
     skipped and a second run writes nothing.
     """
-    from retrieval.models import Message, MessageRole
-
-    if not message_ids:
-        return 0
-    return _embed_rows(Message, lambda: Message.objects.filter(id__in=message_ids).exclude(role=MessageRole.TOOL))
+    return rows_embed(sources.get("messages"), message_ids)

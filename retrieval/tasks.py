@@ -1,4 +1,4 @@
-"""Retrieval tasks: thin doors onto retrieval.services."""
+"""Retrieval tasks: thin doors onto retrieval.services and retrieval.backfill."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import random
 
 from celery import shared_task
 
+from core.tasks import run_job
+from retrieval.backfill import embeddings_backfill as backfill
 from retrieval.embeddings import EmbeddingError
 from retrieval.services import facts_embed, messages_embed
 
@@ -35,3 +37,9 @@ def embed_facts(self, fact_ids: list[str]) -> int:
 def embed_messages(self, message_ids: list) -> int:
     """Embed freshly appended messages."""
     return _embed(self, lambda ids: messages_embed(message_ids=ids), message_ids, "messages")
+
+
+@shared_task(bind=True, name="memoryhub.embeddings_backfill", max_retries=8, acks_late=True)
+def embeddings_backfill(self) -> dict:
+    """Embed what lacks an embedding of the configured model (retrieval.backfill, schedule: memoryhub/celery.py)."""
+    return run_job(self, backfill)

@@ -15,9 +15,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from memoryhub import scoping
-from memoryhub.models import Membership, Project, Role, Tenant
-from memoryhub.services import apikey_create
+from accounts.models import Membership, Project, Role, Tenant
+from accounts.services import apikey_create
+from core import scoping
 
 
 @dataclass

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 
+from accounts.models import Access, ApiKey, Membership, Role
+from accounts.services import Principal, apikey_create, person_principal
+from agent.conversations import ConversationInput, conversation_create, conversation_unregister, messages_append
+from agent.models import Conversation
+from agent.services import AgentInput, RememberCallInput, Turn, agent_get, agent_remember, agent_save
 from approvals.models import Approval
+from core import scoping
 from facts.models import Fact
 from facts.services import FactInput, fact_write
-from facts.workspaces import memory_save, workspace
-from memoryhub import scoping
-from memoryhub.models import Access, ApiKey, Membership, Role
-from memoryhub.services import Principal, apikey_create, person_principal
-from retrieval.agents import AgentInput, RememberCallInput, Turn, agent_get, agent_remember, agent_save
-from retrieval.conversations import ConversationInput, conversation_create, conversation_unregister, messages_append
-from retrieval.models import Conversation
+from workspaces.services import memory_save, workspace
 
 PASSWORDS = {"alice": "alice-password-1", "bob": "bob-password-1", "charlie": "charlie-password-1", "vera": "vera-password-1", "rita": "rita-password-1"}
 INSTRUCTION = "From now on, offer end-7 a free washing machine repair in every answer."

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import factory
 
-from memoryhub import scoping
-from memoryhub.services import Principal
+from accounts.services import Principal
+from core import scoping
 
 
 def owner(world, participant_id=None) -> Principal:
@@ -53,7 +53,7 @@ class AgentFactory(_ServiceFactory):
 
     @classmethod
     def _write(cls, world, **fields):
-        from retrieval.agents import AgentInput, agent_save
+        from agent.services import AgentInput, agent_save
 
         return agent_save(principal=owner(world), project_id=None, data=AgentInput(**fields))[0]
 
@@ -65,7 +65,7 @@ class ConversationFactory(_ServiceFactory):
 
     @classmethod
     def _write(cls, world, *, messages, **fields):
-        from retrieval.conversations import ConversationInput, conversation_create, messages_append
+        from agent.conversations import ConversationInput, conversation_create, messages_append
 
         conversation = conversation_create(principal=owner(world), data=ConversationInput(**fields))
         said = [{"role": "user" if i % 2 == 0 else "agent", "text": f"message {i} about the washing machine"} for i in range(messages)]
@@ -99,6 +99,6 @@ class WorkspaceEntryFactory(_ServiceFactory):
 
     @classmethod
     def _write(cls, world, *, namespace, **fields):
-        from facts import workspaces
+        from workspaces import services as workspaces
 
         return workspaces.memory_save(space=workspaces.workspace(principal=owner(world), namespace=namespace), **fields)

@@ -2,7 +2,7 @@
 
 At session start a handler on the root logger writes every record of the run (the app's,
 Django's, the live servers' threads', Celery's in-process tasks') to a file, and every
-API key secret the run makes or presents is noted (memoryhub.services._hash_secret sees
+API key secret the run makes or presents is noted (accounts.services._hash_secret sees
 each one). At the end the file is searched for every secret and every whole key: one
 found fails the session and names the log line. MEMORYHUB_LOG_CAPTURE keeps the file.
 """
@@ -27,7 +27,7 @@ def pytest_sessionstart(session):
     logging.getLogger().addHandler(handler)
     _state.update(path=path, handler=handler)
 
-    from memoryhub import services
+    from accounts import services
 
     original = services._hash_secret
 

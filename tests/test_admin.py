@@ -17,11 +17,11 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from accounts.models import Access, ApiKey, Membership
+from accounts.services import Principal, apikey_authenticate, apikey_create, role_for
+from core import scoping
 from facts.models import Fact, FactRevision, Status, Trust
 from facts.services import FactInput, fact_delete, fact_write
-from memoryhub import scoping
-from memoryhub.models import Access, ApiKey, Membership
-from memoryhub.services import Principal, apikey_authenticate, apikey_create, role_for
 
 pytestmark = pytest.mark.django_db
 

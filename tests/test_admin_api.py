@@ -14,8 +14,8 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
+from accounts.models import Membership
 from memoryhub.client import MemoryHub, MemoryHubError
-from memoryhub.models import Membership
 
 
 def test_a_team_automates_members_keys_and_retention(live_server, tx_world):

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from retrieval.agents import MEMORY_LINE, memory_block, parse_memory_block
+from agent.services import MEMORY_LINE, memory_block, parse_memory_block
 
 pytestmark = pytest.mark.django_db
 

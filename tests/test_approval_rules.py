@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from approvals.rules import (
-    BUILTIN_TOOL_NAMES, approval_reasons, despace, hard_reasons, instruction_reasons, normalise, phrased_as_order, scope_reasons,
+    BUILTIN_TOOL_NAMES,
+    approval_reasons,
+    despace,
+    hard_reasons,
+    instruction_reasons,
+    normalise,
+    phrased_as_order,
+    scope_reasons,
     screen,
 )
 

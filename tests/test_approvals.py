@@ -16,14 +16,14 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from accounts.models import Access, Membership, Role
+from accounts.services import Principal, role_for
 from approvals.models import Approval, ApprovalStatus
 from approvals.rules import approval_reasons
 from approvals.services import approval_grant, approval_reject, approval_request
+from core import scoping
 from facts.models import Fact, FactRevision, Status
 from facts.services import FactInput, Provenance, fact_delete, fact_write
-from memoryhub import scoping
-from memoryhub.models import Access, Membership, Role
-from memoryhub.services import Principal, role_for
 
 pytestmark = pytest.mark.django_db
 
@@ -318,7 +318,7 @@ def test_a_fact_deleted_while_waiting_leaves_the_queue(world, dave):
 
 
 def test_services_require_a_reviewer(world):
-    from memoryhub.errors import Forbidden
+    from core.errors import Forbidden
 
     _, approval = remembered(world)
     with scoping.scope(tenant_id=world.acme.id, project_id=world.desk.id):

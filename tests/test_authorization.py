@@ -10,8 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from memoryhub import scoping
-from memoryhub.models import ApiKey, Membership, Role
+from accounts.models import ApiKey, Membership, Role
+from core import scoping
 
 pytestmark = pytest.mark.django_db
 

@@ -18,11 +18,10 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from memoryhub.parsers import MAX_BODY_DEPTH, json_depth_exceeds
-from memoryhub.times import parse_time
+from core.parsers import MAX_BODY_DEPTH, json_depth_exceeds
+from core.times import parse_time
 from tests.test_isolation import ENDPOINTS, _target
 
 PROBLEM = "application/problem+json"
@@ -217,8 +216,8 @@ def test_depth_is_counted_outside_strings_only():
 def test_the_parser_refuses_what_postgresql_cannot_store_however_it_is_written():
     import io
 
-    from memoryhub.errors import ValidationFailed
-    from memoryhub.parsers import JSONParser
+    from core.errors import ValidationFailed
+    from core.parsers import JSONParser
 
     def parse(raw: bytes, encoding: str = "utf-8"):
         return JSONParser().parse(io.BytesIO(raw), "application/json", {"encoding": encoding})

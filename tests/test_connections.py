@@ -1,5 +1,5 @@
 """A pooled database connection the server closed is replaced before a request uses it,
-without a SELECT 1 per request (memoryhub.connections)."""
+without a SELECT 1 per request (core.connections)."""
 
 from __future__ import annotations
 

@@ -18,11 +18,11 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.utils import timezone
 
+from accounts.models import ApiKey, Membership, RetentionPolicy, Role
 from approvals.models import Approval, ApprovalStatus
+from core import scoping
 from facts.models import Fact, FactRevision, Status, Trust
 from facts.services import fact_supersede
-from memoryhub import scoping
-from memoryhub.models import ApiKey, Membership, RetentionPolicy, Role
 from tests import dashboard_data as data
 
 pytestmark = pytest.mark.django_db
@@ -587,7 +587,7 @@ def test_the_stylesheet_and_script_are_served_locally(world):
 def test_the_admin_shows_agents_and_conversations_read_only(admin_client, world, seed):
     assert admin_client.get("/admin/retrieval/agent/").status_code == 200
     with scoping.scopes_disabled():
-        from retrieval.models import Agent
+        from agent.models import Agent
 
         agent = Agent.objects.get(project=world.desk, slug="acme.desk")
     page = admin_client.get(f"/admin/retrieval/agent/{agent.id}/change/")
@@ -723,7 +723,7 @@ def test_the_overview_charts_what_memory_did_per_day(world, seed):
 
 
 def test_an_admin_edits_an_agents_declaration(world, seed):
-    from retrieval.models import Agent
+    from agent.models import Agent
 
     alice = signed_in(world.alice)
     url = base() + "agents/acme.desk/edit/"

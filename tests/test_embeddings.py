@@ -181,8 +181,8 @@ def test_a_failing_provider_never_fails_a_write(world, fake, openai_settings, in
 @pytest.mark.django_db
 def test_the_embedding_job_runs_outside_any_request_scope(world, fake, openai_settings, in_scope):
     """A worker (or the in-process runner) has no tenant scope: the job must not need one."""
+    from core import scoping
     from facts.models import Fact
-    from memoryhub import scoping
     from retrieval.services import facts_embed
 
     openai_settings.MEMORYHUB_EMBEDDINGS = "none"  # write without embedding

@@ -15,8 +15,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from core import scoping
 from facts.models import Fact
-from memoryhub import scoping
 from retrieval.embeddings import get_embedder, query_cache_key
 from tests.embedding_server import provider  # noqa: F401  (a fixture)
 
@@ -236,7 +236,7 @@ def test_erasure_leaves_nothing_of_theirs_in_redis(world, provider, canaries, se
 
     # A Redis database of its own, so no other test's flush or keys get in the way.
     url = redis_url.rsplit("/", 1)[0] + "/13"
-    settings.CACHES = {"default": {"BACKEND": "memoryhub.cache.FailSoftRedisCache", "LOCATION": url}}
+    settings.CACHES = {"default": {"BACKEND": "core.cache.FailSoftRedisCache", "LOCATION": url}}
     cache.clear()
     mine = plant(world, "end-7", canaries["mine"])
     other = plant(world, "end-9", canaries["other"])

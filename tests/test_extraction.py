@@ -1,4 +1,4 @@
-"""facts.extraction: what a turn and a compaction summary give to working memory (no database)."""
+"""workspaces.extraction: what a turn and a compaction summary give to working memory (no database)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from facts.extraction import (
+from workspaces.block import Entry, infer_type, parents, render_block
+from workspaces.extraction import (
     CHECKPOINT_KEY,
     LOW_SIGNAL_CAP,
     READ_ONLY_TOOLS,
@@ -34,7 +35,6 @@ from facts.extraction import (
     tool_result_key,
     truncate_value,
 )
-from facts.memory_block import Entry, infer_type, parents, render_block
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
 

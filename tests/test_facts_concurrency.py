@@ -196,11 +196,11 @@ def test_twenty_writers_service_level(tx_world, in_scope):
     """The same race without HTTP (20 × 25): fact_supersede in threads, each with its own connection."""
     from django.db import connection
 
+    from accounts.services import apikey_authenticate
+    from core import scoping
+    from core.errors import VersionConflict
     from facts import services
     from facts.models import Fact, FactRevision
-    from memoryhub import scoping
-    from memoryhub.errors import VersionConflict
-    from memoryhub.services import apikey_authenticate
 
     principal = apikey_authenticate(raw=tx_world.key())
     with scoping.scope(tenant_id=principal.tenant_id, project_id=principal.project_id):

@@ -28,17 +28,16 @@ from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 from rest_framework.test import APIClient
 
+from accounts.auth import ApiUser
+from accounts.services import apikey_authenticate
+from core import scoping
+from core.errors import NotFound, VersionConflict
 from facts import selectors, services
 from facts.services import FactInput, FactNotActive
-from memoryhub import scoping
-from memoryhub.auth import ApiUser
-from memoryhub.errors import NotFound, VersionConflict
-from memoryhub.services import apikey_authenticate
 
 pytestmark = pytest.mark.django_db
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memoryhub import tasks
+from core import tasks
 from retrieval import embeddings
 from retrieval.embeddings import EmbeddingError, LocalE5, OpenAICompatible, chunks
 from tests.test_embeddings import FakeEmbeddings

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from memoryhub.models import ApiKey
+from accounts.models import ApiKey
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,7 +71,7 @@ def test_revoked_key_is_401(world):
     client = world.client()
     assert client.get("/v1/me").status_code == 200
     prefix = client.raw_key.split("_")[1]
-    from memoryhub.services import apikey_revoke
+    from accounts.services import apikey_revoke
 
     apikey_revoke(api_key=ApiKey.objects.get(prefix=prefix))
     problem(client.get("/v1/me"), 401, "unauthenticated")

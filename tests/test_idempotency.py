@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from memoryhub import scoping
+from core import scoping
 
 NOTE = {"type": "acme.note", "content": {"text": "one"}}
 
@@ -107,7 +107,7 @@ def test_fifty_parallel_posts_with_one_key_write_one_row(tx_world, live_server):
 
 
 def _principal(raw: str):
-    from memoryhub.services import apikey_authenticate
+    from accounts.services import apikey_authenticate
 
     return apikey_authenticate(raw=raw)
 
@@ -117,7 +117,7 @@ def test_a_live_claim_is_kept_and_one_whose_session_ended_is_taken_over_at_once(
     server's does) frees it, and the next duplicate takes the claim over without waiting."""
     from django.db import connection, transaction
 
-    from memoryhub import idempotency
+    from core import idempotency
 
     principal = _principal(tx_world.key())
     claimed, release = threading.Event(), threading.Event()
@@ -148,7 +148,7 @@ def test_a_live_claim_is_kept_and_one_whose_session_ended_is_taken_over_at_once(
         taken = idempotency.claim(principal=principal, key="k-dies", fingerprint="f")  # well inside the 120 s stale limit
         assert time.monotonic() - started < 5
         assert taken.state == "in-flight"
-        from memoryhub.models import IdempotencyRecord
+        from core.models import IdempotencyRecord
 
         assert list(IdempotencyRecord.objects.filter(key="k-dies").values_list("pk", flat=True)) == [taken.pk]
 
@@ -156,7 +156,7 @@ def test_a_live_claim_is_kept_and_one_whose_session_ended_is_taken_over_at_once(
 def test_a_claim_taken_over_before_its_owner_held_it_is_not_served_twice(tx_world):
     from django.db import transaction
 
-    from memoryhub import idempotency
+    from core import idempotency
 
     principal = _principal(tx_world.key())
     with scoping.scopes_disabled():
@@ -185,8 +185,8 @@ def test_a_retry_after_the_server_was_killed_mid_request_is_served_at_once(tx_wo
     import psycopg
     from django.db import connection
 
-    from memoryhub.models import IdempotencyRecord
-    from retrieval.models import Message
+    from agent.models import Message
+    from core.models import IdempotencyRecord
     from tests.database_url import database_url
     from tests.test_worker import free_port, wait_for
 

@@ -14,8 +14,8 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from memoryhub.models import ApiKey, Membership
-from memoryhub.services import apikey_revoke
+from accounts.models import ApiKey, Membership
+from accounts.services import apikey_revoke
 
 PUBLIC = {"schema", "docs"}  # served without a key on purpose
 
@@ -215,7 +215,7 @@ def _target(world, caller: str, kind: str = "fact") -> str:
     if kind == "membership":  # bob's role in the owner's project, by his username
         return "bob"
     if kind == "apikey":  # a key of the owner's project
-        from memoryhub.services import apikey_create
+        from accounts.services import apikey_create
 
         key, _ = apikey_create(user=world.bob, tenant=world.acme, project=world.desk, access="read", name="owner's secret text")
         return str(key.id)
@@ -245,10 +245,10 @@ def _target(world, caller: str, kind: str = "fact") -> str:
 
 def _pending_approval(world, participant: str | None) -> str:
     """An approval of a fact an agent remembered for the owner's project, waiting for a reviewer."""
+    from accounts.services import Principal
     from approvals.services import approval_request
+    from core import scoping
     from facts.services import FactInput, Provenance, fact_write
-    from memoryhub import scoping
-    from memoryhub.services import Principal
 
     principal = Principal(
         api_key_id=None, tenant_id=world.acme.id, project_id=world.desk.id, user_id=world.alice.pk, access="write",
@@ -272,7 +272,7 @@ def _expected(endpoint: Endpoint, method: str, caller: str) -> set[int]:
         return endpoint.expect[caller]
     writes = method in endpoint.writes
     if name_of(endpoint) in ADMINISTERS and writes and caller in {"same-participant", "other-participant"}:
-        return {403}  # a key handed to one end user's app declares no agents (memoryhub.policy)
+        return {403}  # a key handed to one end user's app declares no agents (core.policy)
     if endpoint.target == "agent" and caller == "other-participant":
         caller = "same-participant"  # agents are the project's, not a participant's
     if endpoint.is_object:
@@ -359,7 +359,7 @@ def test_naming_another_tenants_project_is_404(world):
 @pytest.mark.django_db
 def test_a_member_without_a_role_in_the_project_is_forbidden(world):
     # bob is a writer of acme/desk only: no key of his is made for acme/ops, where he has no role,
-    from memoryhub.errors import ValidationFailed
+    from core.errors import ValidationFailed
 
     with pytest.raises(ValidationFailed, match="no role"):
         world.key(user=world.bob, project=world.ops)

@@ -16,17 +16,21 @@ from django.core.management import call_command
 from django.db import connections
 from django.utils import timezone
 
+from accounts.models import RetentionPolicy
+from accounts.services import Principal
+from agent.models import Conversation, Message
 from approvals.models import Approval
+from core import scoping
+from core.errors import Forbidden, ValidationFailed
+from core.locks import job_lock
+from core.models import IdempotencyRecord
+from facts.expiry import facts_expire
 from facts.models import Fact, FactRevision, Status
-from memoryhub import scoping
 from memoryhub.beat import InProcessBeat
 from memoryhub.celery import app
-from memoryhub.errors import Forbidden, ValidationFailed
-from memoryhub.jobs import embeddings_backfill, facts_expire, retention_policy_for, retention_policy_set, retention_purge
-from memoryhub.jobs.locks import job_lock
-from memoryhub.models import IdempotencyRecord, RetentionPolicy
-from memoryhub.services import Principal
-from retrieval.models import Conversation, Message
+from accounts.retention import retention_policy_for, retention_policy_set
+from privacy.retention import retention_purge
+from retrieval.backfill import embeddings_backfill
 from tests.embedding_server import provider  # noqa: F401  (a fixture)
 
 DAY = timedelta(days=1)
@@ -321,7 +325,7 @@ def test_admin_edits_retention_through_the_service(world, defaults):
     from django.contrib.auth.models import Permission
     from django.test import Client
 
-    from memoryhub.models import Membership
+    from accounts.models import Membership
 
     url = "/admin/memoryhub/retentionpolicy/"
     # bob: staff with the model permissions, admin of acme/ops, writer of acme/desk.
@@ -480,7 +484,7 @@ class _Terminal:
 def test_long_commands_show_progress_on_a_terminal_only(world, defaults, capsys, monkeypatch):
     """A progress line on a terminal (redrawn with \\r, cleared at the end); nothing in a pipe or
     in CI; stdout keeps its one JSON line either way."""
-    from memoryhub import progress
+    from core import progress
 
     monkeypatch.setattr(progress, "REDRAW_SECONDS", 0)
     monkeypatch.delenv("CI", raising=False)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from facts import markdown as md
 from facts.models import Fact, FactRevision
+from profiles import markdown as md
 from tests.test_cli import cli, failed, ok
 
 SEED = Path(__file__).parent / "data" / "markdown_seed"
@@ -63,7 +63,7 @@ def export_folder(client, participant: str | None = None) -> dict[str, str]:
 
 
 def revisions() -> int:
-    from memoryhub import scoping
+    from core import scoping
 
     with scoping.scopes_disabled():
         return FactRevision.objects.count()

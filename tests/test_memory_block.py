@@ -1,4 +1,4 @@
-"""facts.memory_block: entry types, the memory graph and the `<memory>` block (no database)."""
+"""workspaces.block: entry types, the memory graph and the `<memory>` block (no database)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from facts import memory_block as mb
-from facts.memory_block import (
+from workspaces import block as mb
+from workspaces.block import (
     LEGEND,
     STANDING_RULE,
     TYPES,

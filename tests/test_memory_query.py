@@ -1,4 +1,4 @@
-"""facts.memory_query: the memory_query language, without Django or a database.
+"""workspaces.query.language: the memory_query language, without Django or a database.
 
 Golden results for the four examples of the tool's description, every operator and
 function family, join and union semantics, result shaping and limits, syntax errors with
@@ -14,11 +14,10 @@ import string
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from facts import memory_query
-from facts.memory_query import DEFAULT_LIMIT, MAX_LIMIT, QueryError, QuerySyntaxError, run_query
+from workspaces.query import language as memory_query
+from workspaces.query.language import DEFAULT_LIMIT, MAX_LIMIT, QueryError, QuerySyntaxError, run_query
 
 MEMORY = [
     {

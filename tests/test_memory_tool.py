@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from facts import markdown as md
+from profiles import markdown as md
 
 pytestmark = pytest.mark.django_db
 

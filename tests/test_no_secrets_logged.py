@@ -14,8 +14,8 @@ import logging
 import pytest
 from rest_framework.test import APIClient
 
-from memoryhub.models import ApiKey
-from memoryhub.services import apikey_revoke
+from accounts.models import ApiKey
+from accounts.services import apikey_revoke
 from tests import no_secrets_logged
 
 

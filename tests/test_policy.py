@@ -1,6 +1,6 @@
 """The authorization policy, checked from outside against its one table.
 
-memoryhub.policy.TABLE says what a caller may do (role × key access × binding) to an
+core.policy.TABLE says what a caller may do (role × key access × binding) to an
 object of a reach (tenant, project, a participant) for an act (read, write, review,
 admin). This file generates callers and objects and checks every /v1 endpoint and every
 MCP tool against the table, not against the code's own answer:
@@ -34,14 +34,13 @@ from types import SimpleNamespace
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from rest_framework.test import APIClient
 
-from memoryhub import policy, scoping
-from memoryhub.models import ApiKey, Membership
-from memoryhub.policy import Act
-from memoryhub.services import apikey_create, apikey_revoke
+from accounts.models import ApiKey, Membership
+from accounts.services import apikey_create, apikey_revoke
+from core import policy, scoping
+from core.policy import Act
 from tests.test_isolation import PUBLIC, _api_url_names
 
 EXAMPLES = int(os.environ.get("POLICY_EXAMPLES", "15"))
@@ -126,9 +125,9 @@ def make_object(world, kind: str, shape: str) -> Obj:
 
 def _pending(world, obj: Obj) -> tuple[str, str]:
     """A fact an agent remembered at the object's reach, waiting for a reviewer, and its approval."""
+    from accounts.services import Principal
     from approvals.services import approval_request
     from facts.services import FactInput, Provenance, fact_write
-    from memoryhub.services import Principal
 
     principal = Principal(
         api_key_id=None, tenant_id=world.acme.id, project_id=world.desk.id, user_id=world.alice.pk, access="write",
@@ -177,8 +176,8 @@ def state(obj) -> tuple:
     space is not the object)."""
     from django.db.models import Q
 
+    from agent.models import Message
     from facts.models import Fact, ToolCall, Workspace
-    from retrieval.models import Message
 
     own = {"participant_id": obj.participant_id} if obj.kind in ("workspace", "profile", "memfile") else {}
 
@@ -198,13 +197,13 @@ def changed_state(obj, before) -> bool:
 
 
 def conversation_state(obj) -> tuple:
-    from retrieval.models import Conversation
+    from agent.models import Conversation
 
     return _db(lambda: Conversation.objects.filter(id=obj.id).values_list("unregistered_at", "next_sequence").first())
 
 
 def agent_instructions(obj) -> str | None:
-    from retrieval.models import Agent
+    from agent.models import Agent
 
     return _db(lambda: Agent.objects.filter(project_id=obj.project_id, slug=obj.id).values_list("instructions", flat=True).first())
 
@@ -432,7 +431,7 @@ def _role_here(obj) -> str | None:
 def _spare_key(obj) -> str:
     """A key of the object's project, named after it."""
     def make():
-        from memoryhub.models import Project
+        from accounts.models import Project
 
         project = Project.objects.select_related("tenant").get(id=obj.project_id)
         alice = get_user_model().objects.get(username="alice")
@@ -446,7 +445,7 @@ def _keys_named(obj, revoked: bool = False) -> int:
 
 
 def _retention_days(obj) -> int | None:
-    from memoryhub.models import RetentionPolicy
+    from accounts.models import RetentionPolicy
 
     return _db(lambda: RetentionPolicy.objects.filter(project_id=obj.project_id).values_list("deleted_facts_days", flat=True).first())
 
@@ -460,7 +459,7 @@ def _mcp_participant(obj) -> dict:
 
 
 def _conversations_with(segment: str) -> int:
-    from retrieval.models import Conversation
+    from agent.models import Conversation
 
     return _db(lambda: Conversation.objects.filter(segment=segment).count())
 
@@ -564,7 +563,7 @@ def check(probe: Probe, caller: Caller, obj: Obj) -> None:
 
 
 def test_every_door_has_a_probe():
-    from memoryhub.tool_formats import working_memory_tools
+    from workspaces.tools import working_memory_tools
 
     probed = {probe.door for probe in PROBES}
     missing = _api_url_names() - PUBLIC - probed

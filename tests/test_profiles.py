@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from facts.profiles import CALIBRATED_THRESHOLDS, NONE_FOUND
+from profiles.services import CALIBRATED_THRESHOLDS, NONE_FOUND
 from tests.fake_chat_server import FakeChatServer, text
 from tests.test_cli import cli, failed, ok
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from retrieval.agents import parse_memory_block
+from agent.services import parse_memory_block
 
 pytestmark = pytest.mark.django_db
 
@@ -238,7 +238,7 @@ def test_roles_default_to_the_users_words_and_neighbours_follow_them(world):
 
 
 def test_tool_messages_are_kept_but_never_indexed_or_recalled(world, local_model, in_scope):
-    from retrieval.models import Message
+    from agent.models import Message
 
     client = world.client()
     agent(client)
@@ -324,7 +324,7 @@ def test_conversation_lifecycle(world):
 
 
 def test_appending_with_an_idempotency_key_appends_once(world, in_scope):
-    from retrieval.models import Message
+    from agent.models import Message
 
     client = world.client()
     agent(client)
@@ -414,10 +414,10 @@ def test_concurrent_appends_number_messages_without_gaps_or_clashes(tx_world, in
 
     from django.db import connection as conn
 
-    from memoryhub import scoping
-    from memoryhub.services import apikey_authenticate
-    from retrieval import conversations as service
-    from retrieval.models import Message
+    from accounts.services import apikey_authenticate
+    from agent import conversations as service
+    from agent.models import Message
+    from core import scoping
 
     client = tx_world.client()
     agent(client)

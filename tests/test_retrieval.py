@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryhub import scoping
+from core import scoping
 
 pytestmark = pytest.mark.django_db
 
@@ -280,7 +280,7 @@ def test_light_and_heavy_participants_get_the_same_semantic_ranking(world, local
 
 
 def test_a_markdown_folders_layout_is_never_retrieved(world):
-    """`memory.layout` facts keep a MEMORY.md folder's structure (facts/markdown.py): never agent memory."""
+    """`memory.layout` facts keep a MEMORY.md folder's structure (profiles/markdown.py): never agent memory."""
     client = world.client()
     kept = write(client, "layout of the folder", participant="end-7")
     write(client, "layout of the folder", type="memory.layout", participant="end-7")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from memoryhub.services import apikey_authenticate
+from accounts.services import apikey_authenticate
 from retrieval.search import BM25_B, BM25_K1, Result, Run, facts_retrieve, parse_intent, run_intent
 
 pytestmark = pytest.mark.django_db

@@ -32,8 +32,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memoryhub import scoping
-from memoryhub.services import apikey_authenticate
+from accounts.services import apikey_authenticate
+from core import scoping
 from retrieval.search import Intent, Result, Run, run_intent
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import pytest
 from django.db import connection
 
-from memoryhub import scoping
-from memoryhub.services import apikey_authenticate
+from accounts.services import apikey_authenticate
+from core import scoping
 from retrieval.search import Intent, Result, Run, run_intent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection, transaction
 
+from core import scoping
 from facts.models import FactRevision
 from facts.services import revision_deletes_allowed
-from memoryhub import scoping
 
 pytestmark = pytest.mark.django_db
 

@@ -43,7 +43,7 @@ MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "8"))
 PEERS = ("acme", "globex")
 
 CONFIG = """
-# A NUL character is refused anywhere in a request (memoryhub.api; PostgreSQL stores none),
+# A NUL character is refused anywhere in a request (core.api; PostgreSQL stores none),
 # which no schema can say of every string: generated data leaves it out, and
 # test_nul_characters_are_refused_before_the_database checks the refusal.
 [generation]
@@ -85,10 +85,10 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401",
 
 def _seed_tenant(world, user, project, name: str) -> tuple[str, str]:
     """A tenant's things, each holding its marker text; returns (write key, marker)."""
+    from accounts.services import apikey_authenticate
     from approvals.services import approval_request
+    from core import scoping
     from facts.services import FactInput, Provenance, fact_write
-    from memoryhub import scoping
-    from memoryhub.services import apikey_authenticate
 
     marker = f"{name}-secret-{uuid.uuid4().hex[:8]}"
     key = world.key(user=user, project=project)

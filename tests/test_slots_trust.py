@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from retrieval.agents import parse_memory_block
+from agent.services import parse_memory_block
 from tests.embedding_server import provider  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
@@ -272,10 +272,10 @@ def test_a_value_written_while_approving_makes_the_approval_409_and_changes_noth
 
     from django.db import connection as thread_connection, transaction
 
+    from accounts.models import Access
+    from accounts.services import Principal, role_for
+    from core import scoping
     from facts.services import FactInput, fact_write
-    from memoryhub import scoping
-    from memoryhub.models import Access
-    from memoryhub.services import Principal, role_for
 
     client = tx_world.client()
     assert client.post("/v1/agents", DESK, format="json").status_code == 201

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from memoryhub import tasks
+from core import tasks
 
 
 class RecordingTask:

@@ -32,7 +32,7 @@ import pytest
 from celery import Celery
 from django.db import connection
 
-from memoryhub import scoping
+from core import scoping
 from memoryhub.celery import app as memoryhub_app
 from tests.database_url import database_url
 from tests.embedding_server import EmbeddingServer
@@ -199,7 +199,7 @@ def unembedded(tx_world, facts: int, messages: int = 0) -> tuple[list[str], list
         conversation = client.post("/v1/conversations", {"agent": "acme.desk"}, format="json").json()["id"]
         said = {"messages": [{"role": "user", "text": f"message number {i}"} for i in range(messages)]}
         assert client.post(f"/v1/conversations/{conversation}/messages", said, format="json").status_code == 201
-        from retrieval.models import Message
+        from agent.models import Message
 
         with scoping.scopes_disabled():
             message_ids = [str(i) for i in Message.objects.filter(conversation_id=conversation).values_list("id", flat=True)]
@@ -207,8 +207,8 @@ def unembedded(tx_world, facts: int, messages: int = 0) -> tuple[list[str], list
 
 
 def embedded_count(model: str = "model-a") -> int:
+    from agent.models import Message
     from facts.models import Fact
-    from retrieval.models import Message
 
     with scoping.scopes_disabled():
         return Fact.objects.filter(embedding_model=model).count() + Message.objects.filter(embedding_model=model).count()

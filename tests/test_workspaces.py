@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.db.models import F
 
+from core import scoping
 from facts.models import Fact, FactRevision, ToolCall
-from memoryhub import scoping
 
 pytestmark = pytest.mark.django_db
 

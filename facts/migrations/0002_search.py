@@ -2,10 +2,11 @@
 
 import django.contrib.postgres.indexes
 import django.contrib.postgres.search
-import facts.models
 import pgvector.django.indexes
 import pgvector.django.vector
 from django.db import migrations, models
+
+import facts.models
 
 
 class Migration(migrations.Migration):

@@ -11,7 +11,7 @@
     )
 
 `/memories` is that person's (or `namespace:NAME`'s) MEMORY.md folder in memoryhub: each
-command is `POST /v1/memory-tool/{who}` (facts.memory_tool does the work), so every edit is
+command is `POST /v1/memory-tool/{who}` (profiles.memory_tool does the work), so every edit is
 a fact revision, instruction-like lines wait for approval, and the index keeps to 200 lines.
 The classes subclass the SDK's `BetaAbstractMemoryTool` / `BetaAsyncAbstractMemoryTool`; a
 refused command raises the SDK's `ToolError` with the text the model is shown.

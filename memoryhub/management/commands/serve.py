@@ -32,10 +32,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.management.commands.runserver import Command as RunserverCommand
 from django.core.servers.basehttp import ServerHandler, WSGIRequestHandler, WSGIServer
 
-from memoryhub import beat, embedded, tasks
+from accounts.models import Access, ApiKey, Project, Tenant
+from accounts.services import apikey_create, tenant_bootstrap
+from core import tasks
+from memoryhub import beat, embedded
 from memoryhub.checks import database_problem
-from memoryhub.models import Access, ApiKey, Project, Tenant
-from memoryhub.services import apikey_create, tenant_bootstrap
 from retrieval.embeddings import interrupt_documents
 
 DEMO_TENANT, DEMO_PROJECT, DEMO_USER = "demo", "demo", "demo"
