@@ -25,10 +25,14 @@ nothing from Django or the server, so scripts and the `memoryhub` CLI stay light
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import Any, Literal, NotRequired, TypedDict
 from urllib.parse import quote
 
 import httpx
@@ -594,95 +598,163 @@ def _connection(url: str | None, api_key: str | None) -> tuple[str, dict[str, st
     return base, {"Authorization": f"Bearer {key.strip()}", "Accept": "application/json", "User-Agent": USER_AGENT}
 
 
-class MemoryHub:
-    """Client of one memoryhub server, acting with one API key. Use it as a context manager."""
+def _profile(participant_id: str, tail: str = "") -> str:
+    return f"/v1/profiles/{_seg(participant_id)}{tail}"
 
-    def __init__(
-        self,
-        url: str | None = None,
-        api_key: str | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        *,
-        transport: httpx.BaseTransport | None = None,
-    ):
-        self.url, headers = _connection(url, api_key)
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport, headers=headers)
 
-    # -- plumbing -----------------------------------------------------------------------
+def _messages(conversation_id: str) -> str:
+    return f"/v1/conversations/{_seg(conversation_id)}/messages"
 
-    def __enter__(self) -> MemoryHub:
-        return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+def _folder_params(participant_id: str | None) -> dict[str, str] | None:
+    return {"participantId": participant_id} if participant_id else None
 
-    def close(self) -> None:
-        self._http.close()
 
-    def __repr__(self) -> str:
-        return f"MemoryHub(url={self.url!r})"
+def _idempotency(key: str | None) -> dict[str, str] | None:
+    return {"Idempotency-Key": key} if key else None
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        json: Any = None,
-        headers: Mapping[str, str] | None = None,
-        text: bool = False,
-    ) -> Any:
-        try:
-            response = self._http.request(method, path, params=params, json=json, headers=headers)
-        except httpx.TimeoutException as exc:
-            raise MemoryHubError(0, "timeout", f"{self.url} did not answer in time ({exc.__class__.__name__}).") from exc
-        except httpx.TransportError as exc:
-            raise MemoryHubError(0, "connection-error", f"Cannot reach memoryhub at {self.url}: {exc}") from exc
-        if response.status_code >= 400:
-            raise MemoryHubError.from_response(response)
-        if text:  # a text/plain or text/markdown answer, as it is
-            return response.text
-        if response.status_code == 204 or not response.content:
-            return None
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise MemoryHubError(response.status_code, "bad-response", f"{method} {path} answered non-JSON.") from exc
+
+def _as_is(body: Any) -> Any:
+    return body
+
+
+def _nothing(body: Any) -> None:
+    return None
+
+
+def _field(name: str) -> Callable[[Any], Any]:
+    """The answer's field `name` (`{"facts": [...]}` -> the list)."""
+    return lambda body: body[name]
+
+
+# --- one request builder, two senders ----------------------------------------------------
+#
+# Every API method is written once, in `_Api`, as a function that returns the request it makes
+# (`_Call`), or the first page of a list to walk (`_Pages`). MemoryHub turns each into a method
+# that sends it with httpx.Client; AsyncMemoryHub into one that awaits it on httpx.AsyncClient.
+# Names, signatures, docstrings and type hints are the builder's (functools.wraps), so the two
+# clients cannot drift apart (tests/test_client.py checks it).
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One request, and `answer`: the parsed body (None for an empty answer; the text with
+    `text=True`) -> what the method returns."""
+
+    method: str
+    path: str
+    params: Mapping[str, str] | None = None
+    json: Any = None
+    headers: Mapping[str, str] | None = None
+    text: bool = False
+    answer: Callable[[Any], Any] = _as_is
+
+
+@dataclass(frozen=True, slots=True)
+class _Pages:
+    """A list over pages: the first page's request, and `follow(page, params)`, the query of the
+    next page (None after the last one). The items are each page's `data`."""
+
+    call: _Call
+    follow: Callable[[Any, Mapping[str, str] | None], Mapping[str, str] | None]
+
+    def after(self, call: _Call, page: Any) -> _Call | None:
+        params = self.follow(page, call.params)
+        return None if params is None else replace(call, params=params)
+
+
+def _by_cursor(page: Any, params: Mapping[str, str] | None) -> dict[str, str] | None:
+    cursor = page.get("nextCursor")
+    return {**(params or {}), "cursor": cursor} if cursor else None
+
+
+def _by_after(page: Any, params: Mapping[str, str] | None) -> dict[str, str] | None:
+    after = page.get("nextAfter")
+    return None if after is None else {**(params or {}), "after": str(after)}
+
+
+@contextmanager
+def _reaching(url: str) -> Iterator[None]:
+    """No answer at all (timeout, connection failure) as a MemoryHubError with status 0."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise MemoryHubError(0, "timeout", f"{url} did not answer in time ({exc.__class__.__name__}).") from exc
+    except httpx.TransportError as exc:
+        raise MemoryHubError(0, "connection-error", f"Cannot reach memoryhub at {url}: {exc}") from exc
+
+
+def _answer(call: _Call, response: httpx.Response) -> Any:
+    """What the method returns for this answer; an error answer raises MemoryHubError."""
+    if response.status_code >= 400:
+        raise MemoryHubError.from_response(response)
+    if call.text:  # a text/plain or text/markdown answer, as it is
+        return call.answer(response.text)
+    if response.status_code == 204 or not response.content:
+        return call.answer(None)
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise MemoryHubError(response.status_code, "bad-response", f"{call.method} {call.path} answered non-JSON.") from exc
+    return call.answer(body)
+
+
+def _iterator(build: Callable[..., _Pages]) -> Callable[..., _Pages]:
+    """Mark a builder whose method yields the items one by one (sync or async iterator)."""
+    build._iterator = True  # type: ignore[attr-defined]
+    return build
+
+
+class _Api:
+    """The API's methods, each written once as the request it makes. A client class deriving
+    from it gets every public function here as a method, made by its `_method` (or, for
+    `@_iterator` ones, `_iterator_method`) out of the builder."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if _Api not in cls.__bases__:  # a user's subclass of a client keeps its own overrides
+            return
+        for name, build in vars(_Api).items():
+            if name.startswith("_") or not inspect.isfunction(build):
+                continue
+            method = cls._iterator_method(build) if getattr(build, "_iterator", False) else cls._method(build)
+            method.__qualname__ = f"{cls.__qualname__}.{name}"
+            setattr(cls, name, method)
+
+    @staticmethod
+    def _method(build: Callable[..., _Call | _Pages]) -> Callable[..., Any]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _iterator_method(build: Callable[..., _Pages]) -> Callable[..., Any]:
+        raise NotImplementedError
 
     # -- identity -----------------------------------------------------------------------
 
     def me(self) -> Me:
         """What the key is: tenant, project, access, role, participant."""
-        return cast(Me, self._request("GET", "/v1/me"))
+        return _Call("GET", "/v1/me")
 
     # -- facts --------------------------------------------------------------------------
 
     def facts_write(self, fact: FactInput | Mapping[str, Any], idempotency_key: str | None = None) -> Fact:
         """Write one fact (`201`); the same `key` in the same scope supersedes instead."""
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        return cast(Fact, self._request("POST", "/v1/facts", json=dict(fact), headers=headers))
+        return _Call("POST", "/v1/facts", json=dict(fact), headers=_idempotency(idempotency_key))
 
     def facts_write_batch(self, facts: list[FactInput] | list[Mapping[str, Any]], idempotency_key: str | None = None) -> list[Fact]:
         """Write up to 1,000 facts, all or nothing; returns them in order."""
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        body = self._request("POST", "/v1/facts/batch", json={"facts": [dict(f) for f in facts]}, headers=headers)
-        return cast(list[Fact], body["facts"])
+        return _Call("POST", "/v1/facts/batch", json={"facts": [dict(f) for f in facts]}, headers=_idempotency(idempotency_key),
+                     answer=_field("facts"))
 
     def facts_list(self, **filters: Any) -> FactPage:
         """One page. Filters: type, participant_id, conversation_id, key, namespace, trust,
         status (default active), q, limit (1–500), cursor (camelCase names work too)."""
-        return cast(FactPage, self._request("GET", "/v1/facts", params=_list_params(filters)))
+        return _Call("GET", "/v1/facts", params=_list_params(filters))
 
+    @_iterator
     def facts_iter(self, **filters: Any) -> Iterator[Fact]:
         """Every fact matching the filters, newest first, following `nextCursor`."""
-        params = _list_params(filters)
-        while True:
-            page = cast(FactPage, self._request("GET", "/v1/facts", params=params))
-            yield from page["data"]
-            cursor = page.get("nextCursor")
-            if not cursor:
-                return
-            params = {**params, "cursor": cursor}
+        return _Pages(_Call("GET", "/v1/facts", params=_list_params(filters)), _by_cursor)
 
     def facts_get(self, id: str, revision: int | None = None, as_of: datetime | str | None = None) -> Fact | Revision:
         """The fact now, or its revision `revision`, or the revision current at `as_of`."""
@@ -693,7 +765,7 @@ class MemoryHub:
             params["revision"] = str(int(revision))
         if as_of is not None:
             params["asOf"] = _iso(as_of)
-        return cast(Fact, self._request("GET", f"/v1/facts/{id}", params=params or None))
+        return _Call("GET", f"/v1/facts/{id}", params=params or None)
 
     def facts_supersede(self, id: str, content: Any, expect_version: int | None) -> Fact:
         """Write the next revision under the same id. `expect_version` is the version you
@@ -702,27 +774,19 @@ class MemoryHub:
         body: dict[str, Any] = {"content": content}
         if expect_version is not None:
             body["expectVersion"] = int(expect_version)
-        return cast(Fact, self._request("POST", f"/v1/facts/{id}/supersede", json=body))
+        return _Call("POST", f"/v1/facts/{id}/supersede", json=body)
 
     def facts_verify(self, id: str) -> Fact:
         """Mark it verified (a reviewer or admin key); returns the new revision."""
-        return cast(Fact, self._request("POST", f"/v1/facts/{id}/verify"))
+        return _Call("POST", f"/v1/facts/{id}/verify")
 
     def facts_delete(self, id: str) -> None:
         """End the fact (`204`); `facts_get` then shows `status: deleted`."""
-        self._request("DELETE", f"/v1/facts/{id}")
+        return _Call("DELETE", f"/v1/facts/{id}", answer=_nothing)
 
     def facts_revisions(self, id: str) -> list[Revision]:
         """Every revision, oldest first."""
-        out: list[Revision] = []
-        params: dict[str, str] | None = None
-        while True:
-            page = self._request("GET", f"/v1/facts/{id}/revisions", params=params)
-            out.extend(page["data"])
-            cursor = page.get("nextCursor")
-            if not cursor:
-                return out
-            params = {"cursor": cursor}
+        return _Pages(_Call("GET", f"/v1/facts/{id}/revisions"), _by_cursor)
 
     # -- any endpoint -------------------------------------------------------------------
 
@@ -738,7 +802,7 @@ class MemoryHub:
     ) -> Any:
         """Any endpoint, e.g. one this client has no method for yet: the parsed JSON (None
         for an empty answer; the text with `text=True`). Errors raise MemoryHubError."""
-        return self._request(method, path, params=params, json=json, headers=headers, text=text)
+        return _Call(method, path, params=params, json=json, headers=headers, text=text)
 
     # -- retrieval ------------------------------------------------------------------------
 
@@ -749,27 +813,27 @@ class MemoryHub:
         """Run intents for a question: ranked facts, recalled messages, warnings."""
         body = _body(query=query, intents=[dict(i) for i in intents], participantId=participant_id,
                      conversationId=conversation_id, segment=segment, agent=agent, projectId=project_id)
-        return cast(RetrieveResult, self._request("POST", "/v1/retrieve", json=body))
+        return _Call("POST", "/v1/retrieve", json=body)
 
     # -- agents ---------------------------------------------------------------------------
 
     def agents_create(self, agent: AgentInput | Mapping[str, Any]) -> Agent:
         """Declare an agent (admins); `409 agent-exists` when the slug is taken."""
-        return cast(Agent, self._request("POST", "/v1/agents", json=dict(agent)))
+        return _Call("POST", "/v1/agents", json=dict(agent))
 
     def agents_list(self, *, limit: int | None = None, cursor: str | None = None, project_id: str | None = None) -> AgentPage:
         """One page of the project's agents."""
-        return cast(AgentPage, self._request("GET", "/v1/agents", params=_params(limit=limit, cursor=cursor, projectId=project_id)))
+        return _Call("GET", "/v1/agents", params=_params(limit=limit, cursor=cursor, projectId=project_id))
 
     def agents_get(self, slug: str, *, project_id: str | None = None) -> Agent:
-        return cast(Agent, self._request("GET", _agent(slug), params=_params(projectId=project_id)))
+        return _Call("GET", _agent(slug), params=_params(projectId=project_id))
 
     def agents_put(self, slug: str, agent: AgentInput | Mapping[str, Any]) -> Agent:
         """Replace the whole declaration of an existing agent."""
-        return cast(Agent, self._request("PUT", _agent(slug), json=dict(agent)))
+        return _Call("PUT", _agent(slug), json=dict(agent))
 
     def agents_delete(self, slug: str, *, project_id: str | None = None) -> None:
-        self._request("DELETE", _agent(slug), params=_params(projectId=project_id))
+        return _Call("DELETE", _agent(slug), params=_params(projectId=project_id), answer=_nothing)
 
     def agent_context(
         self, slug: str, user_message: str, *, participant_id: str | None = None, conversation_id: str | None = None,
@@ -778,7 +842,7 @@ class MemoryHub:
         """What to send the model before this turn: `messages` (system, `<memory>` block, the user's
         message), the facts and recalled messages behind it, warnings, and the turn's tools."""
         body = _body(userMessage=user_message, participantId=participant_id, conversationId=conversation_id, runId=run_id, projectId=project_id)
-        return cast(Context, self._request("POST", _agent(slug, "/context"), json=body))
+        return _Call("POST", _agent(slug, "/context"), json=body)
 
     def agent_tools(
         self, slug: str, *, participant_id: str | None = None, conversation_id: str | None = None,
@@ -789,7 +853,7 @@ class MemoryHub:
         `format` reshapes them for OpenAI, Anthropic or MCP (default `{name, description, parameters}`)."""
         params = _params(participantId=participant_id, conversationId=conversation_id, projectId=project_id, format=format,
                          include=include if include is None or isinstance(include, str) else ",".join(include))
-        return cast(list[dict[str, Any]], self._request("GET", _agent(slug, "/tools"), params=params)["tools"])
+        return _Call("GET", _agent(slug, "/tools"), params=params, answer=_field("tools"))
 
     def agent_remember(
         self, slug: str, arguments: Mapping[str, Any], *, participant_id: str | None = None, conversation_id: str | None = None,
@@ -800,7 +864,7 @@ class MemoryHub:
         MemoryHubError whose `detail` tells the model what to fix."""
         body = _body(arguments=dict(arguments), participantId=participant_id, conversationId=conversation_id, runId=run_id,
                      stepId=step_id, toolCallId=tool_call_id, projectId=project_id)
-        return cast(RememberResult, self._request("POST", _agent(slug, "/remember"), json=body))
+        return _Call("POST", _agent(slug, "/remember"), json=body)
 
     # -- conversations --------------------------------------------------------------------
 
@@ -809,84 +873,75 @@ class MemoryHub:
         project_id: str | None = None,
     ) -> Conversation:
         body = _body(agent=agent, participantId=participant_id, segment=segment, replay=replay, projectId=project_id)
-        return cast(Conversation, self._request("POST", "/v1/conversations", json=body))
+        return _Call("POST", "/v1/conversations", json=body)
 
     def conversations_get(self, id: str) -> Conversation:
-        return cast(Conversation, self._request("GET", f"/v1/conversations/{_seg(id)}"))
+        return _Call("GET", f"/v1/conversations/{_seg(id)}")
 
     def conversations_delete(self, id: str) -> None:
         """Unregister it: its messages stay readable and are never recalled again."""
-        self._request("DELETE", f"/v1/conversations/{_seg(id)}")
+        return _Call("DELETE", f"/v1/conversations/{_seg(id)}", answer=_nothing)
 
     def messages_append(
         self, conversation_id: str, messages: Sequence[MessageInput | Mapping[str, Any]], idempotency_key: str | None = None,
     ) -> list[Message]:
         """Append messages (sequences continue across calls)."""
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        body = self._request("POST", f"/v1/conversations/{_seg(conversation_id)}/messages",
-                             json={"messages": [dict(m) for m in messages]}, headers=headers)
-        return cast(list[Message], body["messages"])
+        return _Call("POST", _messages(conversation_id), json={"messages": [dict(m) for m in messages]},
+                     headers=_idempotency(idempotency_key), answer=_field("messages"))
 
     def messages_list(self, conversation_id: str, *, limit: int | None = None, after: int | None = None) -> MessagePage:
         """One page, oldest first; `after` is the previous page's `nextAfter`."""
-        return cast(MessagePage, self._request("GET", f"/v1/conversations/{_seg(conversation_id)}/messages",
-                                               params=_params(limit=limit, after=after)))
+        return _Call("GET", _messages(conversation_id), params=_params(limit=limit, after=after))
 
+    @_iterator
     def messages_iter(self, conversation_id: str) -> Iterator[Message]:
         """Every message of the conversation, oldest first."""
-        after: int | None = None
-        while True:
-            page = self.messages_list(conversation_id, after=after)
-            yield from page["data"]
-            after = page.get("nextAfter")
-            if after is None:
-                return
+        return _Pages(_Call("GET", _messages(conversation_id)), _by_after)
 
     # -- approvals ------------------------------------------------------------------------
 
     def approvals_list(self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None) -> ApprovalPage:
         """One page (reviewers and admins); `status`: pending, approved or rejected."""
-        return cast(ApprovalPage, self._request("GET", "/v1/approvals", params=_params(status=status, limit=limit, cursor=cursor)))
+        return _Call("GET", "/v1/approvals", params=_params(status=status, limit=limit, cursor=cursor))
 
     def approvals_get(self, id: str) -> Approval:
-        return cast(Approval, self._request("GET", f"/v1/approvals/{_seg(id)}"))
+        return _Call("GET", f"/v1/approvals/{_seg(id)}")
 
     def approvals_approve(self, id: str, note: str | None = None) -> Approval:
         """Its fact becomes active (and readable)."""
-        return cast(Approval, self._request("POST", f"/v1/approvals/{_seg(id)}/approve", json=_body(note=note)))
+        return _Call("POST", f"/v1/approvals/{_seg(id)}/approve", json=_body(note=note))
 
     def approvals_reject(self, id: str, note: str | None = None) -> Approval:
         """Its fact is rejected and never read."""
-        return cast(Approval, self._request("POST", f"/v1/approvals/{_seg(id)}/reject", json=_body(note=note)))
+        return _Call("POST", f"/v1/approvals/{_seg(id)}/reject", json=_body(note=note))
 
     # -- participants' data ---------------------------------------------------------------
 
     def participant_export(self, participant_id: str) -> ParticipantExport:
         """Everything kept for one end user (admins)."""
-        return cast(ParticipantExport, self._request("GET", f"/v1/participants/{_seg(participant_id)}/export"))
+        return _Call("GET", f"/v1/participants/{_seg(participant_id)}/export")
 
     def participant_erase(self, participant_id: str) -> Erasure:
         """Erase everything kept for one end user now, revisions too (admins)."""
-        return cast(Erasure, self._request("DELETE", f"/v1/participants/{_seg(participant_id)}"))
+        return _Call("DELETE", f"/v1/participants/{_seg(participant_id)}")
 
     # -- the project's members, keys and retention (admin API) -----------------------------
 
     def members_list(self, *, project_id: str | None = None) -> MemberPage:
         """Who has a role in the project: its own members and the tenant's."""
-        return cast(MemberPage, self._request("GET", "/v1/members", params=_params(projectId=project_id)))
+        return _Call("GET", "/v1/members", params=_params(projectId=project_id))
 
     def members_set(self, user: str, role: str, *, project_id: str | None = None) -> Member:
         """Give a person (by username) a role in the project: viewer, writer, reviewer or admin (admins)."""
-        return cast(Member, self._request("POST", "/v1/members", params=_params(projectId=project_id),
-                                                 json={"user": user, "role": role}))
+        return _Call("POST", "/v1/members", params=_params(projectId=project_id), json={"user": user, "role": role})
 
     def members_remove(self, user: str, *, project_id: str | None = None) -> None:
         """Remove the person's role in the project (admins)."""
-        self._request("DELETE", f"/v1/members/{_seg(user)}", params=_params(projectId=project_id))
+        return _Call("DELETE", f"/v1/members/{_seg(user)}", params=_params(projectId=project_id), answer=_nothing)
 
     def keys_list(self, *, project_id: str | None = None) -> ApiKeyPage:
         """The project's API keys, revoked ones too; never a key's secret (admins)."""
-        return cast(ApiKeyPage, self._request("GET", "/v1/keys", params=_params(projectId=project_id)))
+        return _Call("GET", "/v1/keys", params=_params(projectId=project_id))
 
     def keys_create(
         self, access: str, *, user: str | None = None, participant_id: str | None = None, name: str | None = None,
@@ -895,15 +950,15 @@ class MemoryHub:
         """A new key (`apiKey`, shown in this answer only) for a member, default you; read or write,
         optionally bound to one participant (admins)."""
         body = _body(access=access, user=user, participantId=participant_id, name=name)
-        return cast(ApiKeyCreated, self._request("POST", "/v1/keys", params=_params(projectId=project_id), json=body))
+        return _Call("POST", "/v1/keys", params=_params(projectId=project_id), json=body)
 
     def keys_revoke(self, id: str, *, project_id: str | None = None) -> None:
         """Revoke a key: refused from the next request on (admins)."""
-        self._request("DELETE", f"/v1/keys/{_seg(id)}", params=_params(projectId=project_id))
+        return _Call("DELETE", f"/v1/keys/{_seg(id)}", params=_params(projectId=project_id), answer=_nothing)
 
     def retention_get(self, *, project_id: str | None = None) -> Retention:
         """Days the project keeps deleted and expired facts and unregistered conversations (None: forever)."""
-        return cast(Retention, self._request("GET", "/v1/retention", params=_params(projectId=project_id)))
+        return _Call("GET", "/v1/retention", params=_params(projectId=project_id))
 
     def retention_set(
         self, *, deleted_facts_days: int | None, expired_facts_days: int | None, unregistered_conversations_days: int | None,
@@ -912,7 +967,7 @@ class MemoryHub:
         """Set the project's retention; None keeps that kind of row forever (admins)."""
         body = {"deletedFactsDays": deleted_facts_days, "expiredFactsDays": expired_facts_days,
                 "unregisteredConversationsDays": unregistered_conversations_days}
-        return cast(Retention, self._request("PUT", "/v1/retention", params=_params(projectId=project_id), json=body))
+        return _Call("PUT", "/v1/retention", params=_params(projectId=project_id), json=body)
 
     # -- working memory (named like the memory_* tools) -----------------------------------
 
@@ -922,24 +977,23 @@ class MemoryHub:
     ) -> MemorySaved:
         """`memory_save`: create the entry or write its next revision."""
         body = _body(key=key, value=value, type=type, references=list(references) if references is not None else None)
-        return cast(MemorySaved, self._request("POST", _space(namespace, "/memory"), params=_params(projectId=project_id), json=body))
+        return _Call("POST", _space(namespace, "/memory"), params=_params(projectId=project_id), json=body)
 
     def memory_search(self, namespace: str, query: str = "", *, project_id: str | None = None) -> MemorySearch:
         """`memory_search`: entries whose key or value contains `query` (case-insensitive)."""
-        return cast(MemorySearch, self._request("GET", _space(namespace, "/memory"), params=_params(q=query, projectId=project_id)))
+        return _Call("GET", _space(namespace, "/memory"), params=_params(q=query, projectId=project_id))
 
     def memory_list(self, namespace: str, *, project_id: str | None = None) -> MemoryKeys:
         """`memory_list`: every key."""
-        return cast(MemoryKeys, self._request("GET", _space(namespace, "/memory/keys"), params=_params(projectId=project_id)))
+        return _Call("GET", _space(namespace, "/memory/keys"), params=_params(projectId=project_id))
 
     def memory_delete(self, namespace: str, key: str, *, project_id: str | None = None) -> MemoryDeleted:
         """`memory_delete`: end the entry (`404` when there is none)."""
-        return cast(MemoryDeleted, self._request("DELETE", _space(namespace, "/memory/" + _seg(key)), params=_params(projectId=project_id)))
+        return _Call("DELETE", _space(namespace, "/memory/" + _seg(key)), params=_params(projectId=project_id))
 
     def memory_query(self, namespace: str, query: str, *, limit: int | None = None, project_id: str | None = None) -> QueryResult:
         """`memory_query`: the relational query over memory, tool_calls and tasks."""
-        return cast(QueryResult, self._request("POST", _space(namespace, "/query"), params=_params(projectId=project_id),
-                                               json=_body(query=query, limit=limit)))
+        return _Call("POST", _space(namespace, "/query"), params=_params(projectId=project_id), json=_body(query=query, limit=limit))
 
     def memory_turn(
         self, namespace: str, *, assistant_text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
@@ -948,27 +1002,24 @@ class MemoryHub:
         """Auto-extraction from a finished turn (`[MEMORY: key] value` lines, last_action, tool results…)."""
         body = _body(assistantText=assistant_text, toolCalls=[dict(c) for c in tool_calls] if tool_calls is not None else None,
                      thinking=thinking)
-        return cast(Captured, self._request("POST", _space(namespace, "/turns"), params=_params(projectId=project_id), json=body))
+        return _Call("POST", _space(namespace, "/turns"), params=_params(projectId=project_id), json=body)
 
     def memory_compaction(self, namespace: str, summary: str, *, project_id: str | None = None) -> Captured:
         """Compaction capture: decisions, critical context and `checkpoint:summary`."""
-        return cast(Captured, self._request("POST", _space(namespace, "/compactions"), params=_params(projectId=project_id),
-                                            json={"summary": summary}))
+        return _Call("POST", _space(namespace, "/compactions"), params=_params(projectId=project_id), json={"summary": summary})
 
     def memory_tasks_put(self, namespace: str, tasks: Sequence[Task | Mapping[str, Any]], *, project_id: str | None = None) -> list[Task]:
         """Replace the task list the `tasks` relation reads."""
-        return cast(list[Task], self._request("PUT", _space(namespace, "/tasks"), params=_params(projectId=project_id),
-                                              json=[dict(t) for t in tasks]))
+        return _Call("PUT", _space(namespace, "/tasks"), params=_params(projectId=project_id), json=[dict(t) for t in tasks])
 
     def memory_tasks(self, namespace: str, *, project_id: str | None = None) -> list[Task]:
-        return cast(list[Task], self._request("GET", _space(namespace, "/tasks"), params=_params(projectId=project_id)))
+        return _Call("GET", _space(namespace, "/tasks"), params=_params(projectId=project_id))
 
     def memory_tool(self, who: str, command: Mapping[str, Any], *, project_id: str | None = None) -> MemoryToolResult:
         """Claude's memory tool: one call's `input` (`{"command": "view", "path": "/memories"}`) on the
         MEMORY.md folder of `who` (a participant id, or `namespace:NAME`). A refused command raises
         MemoryHubError `memory-tool-error` whose `detail` is the error text for the model."""
-        return cast(MemoryToolResult, self._request("POST", f"/v1/memory-tool/{_seg(who)}", params=_params(projectId=project_id),
-                                                    json=dict(command)))
+        return _Call("POST", f"/v1/memory-tool/{_seg(who)}", params=_params(projectId=project_id), json=dict(command))
 
     def memory_block(
         self, namespace: str, *, prompt: str | None = None, budget: int | None = None, standing_rule: bool = False,
@@ -976,72 +1027,119 @@ class MemoryHub:
     ) -> MemoryBlock:
         """The graph-ordered `<memory>` block (`block`) with its token count and what was dropped."""
         params = _params(prompt=prompt, budget=budget, standingRule="true" if standing_rule else None, projectId=project_id)
-        return cast(MemoryBlock, self._request("GET", _space(namespace, "/block"), params=params))
+        return _Call("GET", _space(namespace, "/block"), params=params)
 
     # -- keyed profiles (memory.json) -------------------------------------------------------
 
-    @staticmethod
-    def _profile(participant_id: str) -> str:
-        return "/v1/profiles/" + quote(participant_id, safe="")
-
     def profile_save(self, participant_id: str, key: str, value: Any) -> dict[str, Any]:
         """`save_fact`: `{key, value, outcome: created|updated|unchanged, factId, version, text}`."""
-        return self._request("PUT", f"{self._profile(participant_id)}/facts/{quote(key, safe='')}", json={"value": value})
+        return _Call("PUT", _profile(participant_id, f"/facts/{_seg(key)}"), json={"value": value})
 
     def profile_memory(self, participant_id: str) -> dict[str, Any]:
         """`load_memory` as the memory.json object (keys in the order they were first saved)."""
-        return self._request("GET", self._profile(participant_id))["memory"]
+        return _Call("GET", _profile(participant_id), answer=_field("memory"))
 
     def profile_keys(self, participant_id: str) -> list[str]:
         """`load_keys`."""
-        return self._request("GET", f"{self._profile(participant_id)}/keys")["keys"]
+        return _Call("GET", _profile(participant_id, "/keys"), answer=_field("keys"))
 
     def profile_relevant_keys(self, participant_id: str, question: str, keys: list[str] | str | None = None) -> dict[str, Any]:
         """`select_relevant_keys`: `{keys, method, scores, warnings, text}` (`keys` empty when none is relevant)."""
         body: dict[str, Any] = {"question": question}
         if keys is not None:
             body["keys"] = keys
-        return self._request("POST", f"{self._profile(participant_id)}/relevant-keys", json=body)
+        return _Call("POST", _profile(participant_id, "/relevant-keys"), json=body)
 
     def profile_facts(self, participant_id: str, keys: list[str] | str) -> dict[str, Any]:
         """`get_facts_for_keys`: `{facts: {key: value}, text}` (`text` is "No results found." when none exist)."""
         joined = keys if isinstance(keys, str) else ",".join(keys)
-        return self._request("GET", f"{self._profile(participant_id)}/facts", params={"keys": joined})
+        return _Call("GET", _profile(participant_id, "/facts"), params={"keys": joined})
 
     def profile_import(self, participant_id: str, memory: Mapping[str, Any], replace: bool = False) -> dict[str, list[str]]:
         """A memory.json object into the profile: `{created, updated, unchanged, removed}` (keys)."""
-        return self._request("POST", f"{self._profile(participant_id)}/import", json={"memory": dict(memory), "replace": replace})
+        return _Call("POST", _profile(participant_id, "/import"), json={"memory": dict(memory), "replace": replace})
 
     # -- markdown memory (MEMORY.md) -----------------------------------------------------------
 
-    @staticmethod
-    def _folder_params(participant_id: str | None) -> dict[str, str] | None:
-        return {"participantId": participant_id} if participant_id else None
-
     def markdown_export(self, participant_id: str | None = None) -> dict[str, str]:
         """The folder: file name -> text, MEMORY.md first."""
-        body = self._request("GET", "/v1/markdown", params=self._folder_params(participant_id))
-        return {item["name"]: item["text"] for item in body["files"]}
+        return _Call("GET", "/v1/markdown", params=_folder_params(participant_id),
+                     answer=lambda body: {item["name"]: item["text"] for item in body["files"]})
 
     def markdown_file(self, name: str, participant_id: str | None = None) -> str:
         """One file as text (`MEMORY.md`: the index)."""
-        return self._request(
-            "GET", "/v1/markdown/" + quote(name, safe=""), params=self._folder_params(participant_id),
-            headers={"Accept": "text/markdown"}, text=True,
-        )
+        return _Call("GET", "/v1/markdown/" + _seg(name), params=_folder_params(participant_id),
+                     headers={"Accept": "text/markdown"}, text=True)
 
     def markdown_import(self, files: Mapping[str, str], participant_id: str | None = None) -> dict[str, Any]:
         """Files (name -> text) back into facts: `{created, updated, unchanged, removed, keptUnplaced, files}`."""
         body: dict[str, Any] = {"files": [{"name": name, "text": text} for name, text in files.items()]}
         if participant_id:
             body["participantId"] = participant_id
-        return self._request("POST", "/v1/markdown/import", json=body)
+        return _Call("POST", "/v1/markdown/import", json=body)
 
 
-# --- the async client ------------------------------------------------------------------
+# --- the two clients -------------------------------------------------------------------
 
 
-class AsyncMemoryHub:
+class MemoryHub(_Api):
+    """Client of one memoryhub server, acting with one API key. Use it as a context manager."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        self.url, headers = _connection(url, api_key)
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport, headers=headers)
+
+    def __enter__(self) -> MemoryHub:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryHub(url={self.url!r})"
+
+    def _send(self, call: _Call | _Pages) -> Any:
+        if isinstance(call, _Pages):
+            return list(self._walk(call))
+        with _reaching(self.url):
+            response = self._http.request(call.method, call.path, params=call.params, json=call.json, headers=call.headers)
+        return _answer(call, response)
+
+    def _walk(self, pages: _Pages) -> Iterator[Any]:
+        call: _Call | None = pages.call
+        while call is not None:
+            page = self._send(call)
+            yield from page["data"]
+            call = pages.after(call, page)
+
+    @staticmethod
+    def _method(build: Callable[..., _Call | _Pages]) -> Callable[..., Any]:
+        @functools.wraps(build)
+        def method(self: MemoryHub, *args: Any, **kwargs: Any) -> Any:
+            return self._send(build(self, *args, **kwargs))
+
+        return method
+
+    @staticmethod
+    def _iterator_method(build: Callable[..., _Pages]) -> Callable[..., Any]:
+        @functools.wraps(build)
+        def method(self: MemoryHub, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            yield from self._walk(build(self, *args, **kwargs))
+
+        return method
+
+
+class AsyncMemoryHub(_Api):
     """The same client for asyncio (httpx.AsyncClient): every method of MemoryHub for the
     endpoints above, awaited, with the same names, arguments and answers.
 
@@ -1072,361 +1170,41 @@ class AsyncMemoryHub:
     def __repr__(self) -> str:
         return f"AsyncMemoryHub(url={self.url!r})"
 
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        json: Any = None,
-        headers: Mapping[str, str] | None = None,
-        text: bool = False,
-    ) -> Any:
-        try:
-            response = await self._http.request(method, path, params=params, json=json, headers=headers)
-        except httpx.TimeoutException as exc:
-            raise MemoryHubError(0, "timeout", f"{self.url} did not answer in time ({exc.__class__.__name__}).") from exc
-        except httpx.TransportError as exc:
-            raise MemoryHubError(0, "connection-error", f"Cannot reach memoryhub at {self.url}: {exc}") from exc
-        if response.status_code >= 400:
-            raise MemoryHubError.from_response(response)
-        if text:
-            return response.text
-        if response.status_code == 204 or not response.content:
-            return None
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise MemoryHubError(response.status_code, "bad-response", f"{method} {path} answered non-JSON.") from exc
+    async def _send(self, call: _Call | _Pages) -> Any:
+        if isinstance(call, _Pages):
+            return [item async for item in self._walk(call)]
+        with _reaching(self.url):
+            response = await self._http.request(call.method, call.path, params=call.params, json=call.json, headers=call.headers)
+        return _answer(call, response)
 
-    # -- identity -----------------------------------------------------------------------
+    async def _walk(self, pages: _Pages) -> AsyncIterator[Any]:
+        call: _Call | None = pages.call
+        while call is not None:
+            page = await self._send(call)
+            for item in page["data"]:
+                yield item
+            call = pages.after(call, page)
 
-    async def me(self) -> Me:
-        """What the key is: tenant, project, access, role, participant."""
-        return cast(Me, await self._request("GET", "/v1/me"))
+    @staticmethod
+    def _method(build: Callable[..., _Call | _Pages]) -> Callable[..., Any]:
+        @functools.wraps(build)
+        async def method(self: AsyncMemoryHub, *args: Any, **kwargs: Any) -> Any:
+            return await self._send(build(self, *args, **kwargs))
 
-    # -- facts --------------------------------------------------------------------------
+        return method
 
-    async def facts_write(self, fact: FactInput | Mapping[str, Any], idempotency_key: str | None = None) -> Fact:
-        """Write one fact (`201`); the same `key` in the same scope supersedes instead."""
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        return cast(Fact, await self._request("POST", "/v1/facts", json=dict(fact), headers=headers))
+    @staticmethod
+    def _iterator_method(build: Callable[..., _Pages]) -> Callable[..., Any]:
+        @functools.wraps(build)
+        async def method(self: AsyncMemoryHub, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            async for item in self._walk(build(self, *args, **kwargs)):
+                yield item
 
-    async def facts_write_batch(self, facts: list[FactInput] | list[Mapping[str, Any]], idempotency_key: str | None = None) -> list[Fact]:
-        """Write up to 1,000 facts, all or nothing; returns them in order."""
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        body = await self._request("POST", "/v1/facts/batch", json={"facts": [dict(f) for f in facts]}, headers=headers)
-        return cast(list[Fact], body["facts"])
-
-    async def facts_list(self, **filters: Any) -> FactPage:
-        """One page. Filters: type, participant_id, conversation_id, key, namespace, trust,
-        status (default active), q, limit (1–500), cursor (camelCase names work too)."""
-        return cast(FactPage, await self._request("GET", "/v1/facts", params=_list_params(filters)))
-
-    async def facts_iter(self, **filters: Any) -> AsyncIterator[Fact]:
-        """Every fact matching the filters, newest first, following `nextCursor`."""
-        params = _list_params(filters)
-        while True:
-            page = cast(FactPage, await self._request("GET", "/v1/facts", params=params))
-            for fact in page["data"]:
-                yield fact
-            cursor = page.get("nextCursor")
-            if not cursor:
-                return
-            params = {**params, "cursor": cursor}
-
-    async def facts_get(self, id: str, revision: int | None = None, as_of: datetime | str | None = None) -> Fact | Revision:
-        """The fact now, or its revision `revision`, or the revision current at `as_of`."""
-        if revision is not None and as_of is not None:
-            raise ValueError("give revision or as_of, not both")
-        params: dict[str, str] = {}
-        if revision is not None:
-            params["revision"] = str(int(revision))
-        if as_of is not None:
-            params["asOf"] = _iso(as_of)
-        return cast(Fact, await self._request("GET", f"/v1/facts/{id}", params=params or None))
-
-    async def facts_supersede(self, id: str, content: Any, expect_version: int | None) -> Fact:
-        """Write the next revision under the same id. `expect_version` is the version you
-        read; a stale one raises `version-conflict` (409), None sends none (the server
-        answers `428 precondition-required`)."""
-        body: dict[str, Any] = {"content": content}
-        if expect_version is not None:
-            body["expectVersion"] = int(expect_version)
-        return cast(Fact, await self._request("POST", f"/v1/facts/{id}/supersede", json=body))
-
-    async def facts_verify(self, id: str) -> Fact:
-        """Mark it verified (a reviewer or admin key); returns the new revision."""
-        return cast(Fact, await self._request("POST", f"/v1/facts/{id}/verify"))
-
-    async def facts_delete(self, id: str) -> None:
-        """End the fact (`204`); `facts_get` then shows `status: deleted`."""
-        await self._request("DELETE", f"/v1/facts/{id}")
-
-    async def facts_revisions(self, id: str) -> list[Revision]:
-        """Every revision, oldest first."""
-        out: list[Revision] = []
-        params: dict[str, str] | None = None
-        while True:
-            page = await self._request("GET", f"/v1/facts/{id}/revisions", params=params)
-            out.extend(page["data"])
-            cursor = page.get("nextCursor")
-            if not cursor:
-                return out
-            params = {"cursor": cursor}
-
-    # -- any endpoint -------------------------------------------------------------------
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        json: Any = None,
-        headers: Mapping[str, str] | None = None,
-        text: bool = False,
-    ) -> Any:
-        """Any endpoint, e.g. one this client has no method for yet: the parsed JSON (None
-        for an empty answer; the text with `text=True`). Errors raise MemoryHubError."""
-        return await self._request(method, path, params=params, json=json, headers=headers, text=text)
-
-    # -- retrieval ------------------------------------------------------------------------
-
-    async def retrieve(
-        self, query: str, intents: Sequence[Intent | Mapping[str, Any]], *, participant_id: str | None = None,
-        conversation_id: str | None = None, segment: str | None = None, agent: str | None = None, project_id: str | None = None,
-    ) -> RetrieveResult:
-        """Run intents for a question: ranked facts, recalled messages, warnings."""
-        body = _body(query=query, intents=[dict(i) for i in intents], participantId=participant_id,
-                     conversationId=conversation_id, segment=segment, agent=agent, projectId=project_id)
-        return cast(RetrieveResult, await self._request("POST", "/v1/retrieve", json=body))
-
-    # -- agents ---------------------------------------------------------------------------
-
-    async def agents_create(self, agent: AgentInput | Mapping[str, Any]) -> Agent:
-        """Declare an agent (admins); `409 agent-exists` when the slug is taken."""
-        return cast(Agent, await self._request("POST", "/v1/agents", json=dict(agent)))
-
-    async def agents_list(self, *, limit: int | None = None, cursor: str | None = None, project_id: str | None = None) -> AgentPage:
-        """One page of the project's agents."""
-        return cast(AgentPage, await self._request("GET", "/v1/agents", params=_params(limit=limit, cursor=cursor, projectId=project_id)))
-
-    async def agents_get(self, slug: str, *, project_id: str | None = None) -> Agent:
-        return cast(Agent, await self._request("GET", _agent(slug), params=_params(projectId=project_id)))
-
-    async def agents_put(self, slug: str, agent: AgentInput | Mapping[str, Any]) -> Agent:
-        """Replace the whole declaration of an existing agent."""
-        return cast(Agent, await self._request("PUT", _agent(slug), json=dict(agent)))
-
-    async def agents_delete(self, slug: str, *, project_id: str | None = None) -> None:
-        await self._request("DELETE", _agent(slug), params=_params(projectId=project_id))
-
-    async def agent_context(
-        self, slug: str, user_message: str, *, participant_id: str | None = None, conversation_id: str | None = None,
-        run_id: str | None = None, project_id: str | None = None,
-    ) -> Context:
-        """What to send the model before this turn: `messages` (system, `<memory>` block, the user's
-        message), the facts and recalled messages behind it, warnings, and the turn's tools."""
-        body = _body(userMessage=user_message, participantId=participant_id, conversationId=conversation_id, runId=run_id, projectId=project_id)
-        return cast(Context, await self._request("POST", _agent(slug, "/context"), json=body))
-
-    async def agent_tools(
-        self, slug: str, *, participant_id: str | None = None, conversation_id: str | None = None,
-        include: str | Sequence[str] | None = None, format: Literal["openai", "anthropic", "mcp"] | None = None,
-        project_id: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """The tool definitions such a turn offers; `include="working-memory"` adds the memory_* tools;
-        `format` reshapes them for OpenAI, Anthropic or MCP (default `{name, description, parameters}`)."""
-        params = _params(participantId=participant_id, conversationId=conversation_id, projectId=project_id, format=format,
-                         include=include if include is None or isinstance(include, str) else ",".join(include))
-        return cast(list[dict[str, Any]], (await self._request("GET", _agent(slug, "/tools"), params=params))["tools"])
-
-    async def agent_remember(
-        self, slug: str, arguments: Mapping[str, Any], *, participant_id: str | None = None, conversation_id: str | None = None,
-        run_id: str | None = None, step_id: str | None = None, tool_call_id: str | None = None, project_id: str | None = None,
-    ) -> RememberResult:
-        """The model's memory_remember call, `arguments` as the model gave them. The same `run_id` +
-        `tool_call_id` again is a replay (`outcome: replayed`) that writes nothing; a bad call raises
-        MemoryHubError whose `detail` tells the model what to fix."""
-        body = _body(arguments=dict(arguments), participantId=participant_id, conversationId=conversation_id, runId=run_id,
-                     stepId=step_id, toolCallId=tool_call_id, projectId=project_id)
-        return cast(RememberResult, await self._request("POST", _agent(slug, "/remember"), json=body))
-
-    # -- conversations --------------------------------------------------------------------
-
-    async def conversations_create(
-        self, agent: str, *, participant_id: str | None = None, segment: str | None = None, replay: bool | None = None,
-        project_id: str | None = None,
-    ) -> Conversation:
-        body = _body(agent=agent, participantId=participant_id, segment=segment, replay=replay, projectId=project_id)
-        return cast(Conversation, await self._request("POST", "/v1/conversations", json=body))
-
-    async def conversations_get(self, id: str) -> Conversation:
-        return cast(Conversation, await self._request("GET", f"/v1/conversations/{_seg(id)}"))
-
-    async def conversations_delete(self, id: str) -> None:
-        """Unregister it: its messages stay readable and are never recalled again."""
-        await self._request("DELETE", f"/v1/conversations/{_seg(id)}")
-
-    async def messages_append(
-        self, conversation_id: str, messages: Sequence[MessageInput | Mapping[str, Any]], idempotency_key: str | None = None,
-    ) -> list[Message]:
-        """Append messages (sequences continue across calls)."""
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        body = await self._request("POST", f"/v1/conversations/{_seg(conversation_id)}/messages",
-                             json={"messages": [dict(m) for m in messages]}, headers=headers)
-        return cast(list[Message], body["messages"])
-
-    async def messages_list(self, conversation_id: str, *, limit: int | None = None, after: int | None = None) -> MessagePage:
-        """One page, oldest first; `after` is the previous page's `nextAfter`."""
-        return cast(MessagePage, await self._request("GET", f"/v1/conversations/{_seg(conversation_id)}/messages",
-                                               params=_params(limit=limit, after=after)))
-
-    async def messages_iter(self, conversation_id: str) -> AsyncIterator[Message]:
-        """Every message of the conversation, oldest first."""
-        after: int | None = None
-        while True:
-            page = await self.messages_list(conversation_id, after=after)
-            for message in page["data"]:
-                yield message
-            after = page.get("nextAfter")
-            if after is None:
-                return
-
-    # -- approvals ------------------------------------------------------------------------
-
-    async def approvals_list(self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None) -> ApprovalPage:
-        """One page (reviewers and admins); `status`: pending, approved or rejected."""
-        return cast(ApprovalPage, await self._request("GET", "/v1/approvals", params=_params(status=status, limit=limit, cursor=cursor)))
-
-    async def approvals_get(self, id: str) -> Approval:
-        return cast(Approval, await self._request("GET", f"/v1/approvals/{_seg(id)}"))
-
-    async def approvals_approve(self, id: str, note: str | None = None) -> Approval:
-        """Its fact becomes active (and readable)."""
-        return cast(Approval, await self._request("POST", f"/v1/approvals/{_seg(id)}/approve", json=_body(note=note)))
-
-    async def approvals_reject(self, id: str, note: str | None = None) -> Approval:
-        """Its fact is rejected and never read."""
-        return cast(Approval, await self._request("POST", f"/v1/approvals/{_seg(id)}/reject", json=_body(note=note)))
-
-    # -- participants' data ---------------------------------------------------------------
-
-    async def participant_export(self, participant_id: str) -> ParticipantExport:
-        """Everything kept for one end user (admins)."""
-        return cast(ParticipantExport, await self._request("GET", f"/v1/participants/{_seg(participant_id)}/export"))
-
-    async def participant_erase(self, participant_id: str) -> Erasure:
-        """Erase everything kept for one end user now, revisions too (admins)."""
-        return cast(Erasure, await self._request("DELETE", f"/v1/participants/{_seg(participant_id)}"))
-
-    # -- the project's members, keys and retention (admin API) -----------------------------
-
-    async def members_list(self, *, project_id: str | None = None) -> MemberPage:
-        """Who has a role in the project: its own members and the tenant's."""
-        return cast(MemberPage, await self._request("GET", "/v1/members", params=_params(projectId=project_id)))
-
-    async def members_set(self, user: str, role: str, *, project_id: str | None = None) -> Member:
-        """Give a person (by username) a role in the project: viewer, writer, reviewer or admin (admins)."""
-        return cast(Member, await self._request("POST", "/v1/members", params=_params(projectId=project_id),
-                                                 json={"user": user, "role": role}))
-
-    async def members_remove(self, user: str, *, project_id: str | None = None) -> None:
-        """Remove the person's role in the project (admins)."""
-        await self._request("DELETE", f"/v1/members/{_seg(user)}", params=_params(projectId=project_id))
-
-    async def keys_list(self, *, project_id: str | None = None) -> ApiKeyPage:
-        """The project's API keys, revoked ones too; never a key's secret (admins)."""
-        return cast(ApiKeyPage, await self._request("GET", "/v1/keys", params=_params(projectId=project_id)))
-
-    async def keys_create(
-        self, access: str, *, user: str | None = None, participant_id: str | None = None, name: str | None = None,
-        project_id: str | None = None,
-    ) -> ApiKeyCreated:
-        """A new key (`apiKey`, shown in this answer only) for a member, default you; read or write,
-        optionally bound to one participant (admins)."""
-        body = _body(access=access, user=user, participantId=participant_id, name=name)
-        return cast(ApiKeyCreated, await self._request("POST", "/v1/keys", params=_params(projectId=project_id), json=body))
-
-    async def keys_revoke(self, id: str, *, project_id: str | None = None) -> None:
-        """Revoke a key: refused from the next request on (admins)."""
-        await self._request("DELETE", f"/v1/keys/{_seg(id)}", params=_params(projectId=project_id))
-
-    async def retention_get(self, *, project_id: str | None = None) -> Retention:
-        """Days the project keeps deleted and expired facts and unregistered conversations (None: forever)."""
-        return cast(Retention, await self._request("GET", "/v1/retention", params=_params(projectId=project_id)))
-
-    async def retention_set(
-        self, *, deleted_facts_days: int | None, expired_facts_days: int | None, unregistered_conversations_days: int | None,
-        project_id: str | None = None,
-    ) -> Retention:
-        """Set the project's retention; None keeps that kind of row forever (admins)."""
-        body = {"deletedFactsDays": deleted_facts_days, "expiredFactsDays": expired_facts_days,
-                "unregisteredConversationsDays": unregistered_conversations_days}
-        return cast(Retention, await self._request("PUT", "/v1/retention", params=_params(projectId=project_id), json=body))
-
-    # -- working memory (named like the memory_* tools) -----------------------------------
-
-    async def memory_save(
-        self, namespace: str, key: str, value: str, *, type: str | None = None, references: Sequence[str] | None = None,
-        project_id: str | None = None,
-    ) -> MemorySaved:
-        """`memory_save`: create the entry or write its next revision."""
-        body = _body(key=key, value=value, type=type, references=list(references) if references is not None else None)
-        return cast(MemorySaved, await self._request("POST", _space(namespace, "/memory"), params=_params(projectId=project_id), json=body))
-
-    async def memory_search(self, namespace: str, query: str = "", *, project_id: str | None = None) -> MemorySearch:
-        """`memory_search`: entries whose key or value contains `query` (case-insensitive)."""
-        return cast(MemorySearch, await self._request("GET", _space(namespace, "/memory"), params=_params(q=query, projectId=project_id)))
-
-    async def memory_list(self, namespace: str, *, project_id: str | None = None) -> MemoryKeys:
-        """`memory_list`: every key."""
-        return cast(MemoryKeys, await self._request("GET", _space(namespace, "/memory/keys"), params=_params(projectId=project_id)))
-
-    async def memory_delete(self, namespace: str, key: str, *, project_id: str | None = None) -> MemoryDeleted:
-        """`memory_delete`: end the entry (`404` when there is none)."""
-        return cast(MemoryDeleted, await self._request("DELETE", _space(namespace, "/memory/" + _seg(key)), params=_params(projectId=project_id)))
-
-    async def memory_query(self, namespace: str, query: str, *, limit: int | None = None, project_id: str | None = None) -> QueryResult:
-        """`memory_query`: the relational query over memory, tool_calls and tasks."""
-        return cast(QueryResult, await self._request("POST", _space(namespace, "/query"), params=_params(projectId=project_id),
-                                               json=_body(query=query, limit=limit)))
-
-    async def memory_turn(
-        self, namespace: str, *, assistant_text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
-        thinking: str | None = None, project_id: str | None = None,
-    ) -> Captured:
-        """Auto-extraction from a finished turn (`[MEMORY: key] value` lines, last_action, tool results…)."""
-        body = _body(assistantText=assistant_text, toolCalls=[dict(c) for c in tool_calls] if tool_calls is not None else None,
-                     thinking=thinking)
-        return cast(Captured, await self._request("POST", _space(namespace, "/turns"), params=_params(projectId=project_id), json=body))
-
-    async def memory_compaction(self, namespace: str, summary: str, *, project_id: str | None = None) -> Captured:
-        """Compaction capture: decisions, critical context and `checkpoint:summary`."""
-        return cast(Captured, await self._request("POST", _space(namespace, "/compactions"), params=_params(projectId=project_id),
-                                            json={"summary": summary}))
-
-    async def memory_tasks_put(self, namespace: str, tasks: Sequence[Task | Mapping[str, Any]], *, project_id: str | None = None) -> list[Task]:
-        """Replace the task list the `tasks` relation reads."""
-        return cast(list[Task], await self._request("PUT", _space(namespace, "/tasks"), params=_params(projectId=project_id),
-                                              json=[dict(t) for t in tasks]))
-
-    async def memory_tasks(self, namespace: str, *, project_id: str | None = None) -> list[Task]:
-        return cast(list[Task], await self._request("GET", _space(namespace, "/tasks"), params=_params(projectId=project_id)))
-
-    async def memory_tool(self, who: str, command: Mapping[str, Any], *, project_id: str | None = None) -> MemoryToolResult:
-        """Claude's memory tool: see MemoryHub.memory_tool."""
-        return cast(MemoryToolResult, await self._request("POST", f"/v1/memory-tool/{_seg(who)}", params=_params(projectId=project_id),
-                                                          json=dict(command)))
-
-    async def memory_block(
-        self, namespace: str, *, prompt: str | None = None, budget: int | None = None, standing_rule: bool = False,
-        project_id: str | None = None,
-    ) -> MemoryBlock:
-        """The graph-ordered `<memory>` block (`block`) with its token count and what was dropped."""
-        params = _params(prompt=prompt, budget=budget, standingRule="true" if standing_rule else None, projectId=project_id)
-        return cast(MemoryBlock, await self._request("GET", _space(namespace, "/block"), params=params))
+        # An async iterator, not an Iterator: say so in the hints and the signature.
+        returns = "Async" + build.__annotations__["return"]
+        method.__annotations__ = {**build.__annotations__, "return": returns}
+        method.__signature__ = inspect.signature(build).replace(return_annotation=returns)  # type: ignore[attr-defined]
+        return method
 
 
 # The names the issue and most SDKs use.

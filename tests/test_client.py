@@ -72,9 +72,18 @@ CALLS: dict[str, tuple[tuple, dict[str, Any]]] = {
     "memory_tasks": (("repo-1",), {}),
     "memory_block": (("repo-1",), {"prompt": "users", "budget": 100, "standing_rule": True}),
     "memory_tool": (("namespace:team/x", {"command": "view", "path": "/memories"}), {"project_id": "p-1"}),
+    "profile_save": (("end 7", "contact/phone", "+33 1"), {}),
+    "profile_memory": (("end-7",), {}),
+    "profile_keys": (("end-7",), {}),
+    "profile_relevant_keys": (("end-7", "How to reach me?"), {"keys": ["contact"]}),
+    "profile_facts": (("end-7", ["contact", "name"]), {}),
+    "profile_import": (("end-7", {"name": "Ann"}), {"replace": True}),
+    "markdown_export": ((), {"participant_id": "end-7"}),
+    "markdown_file": (("MEMORY.md",), {"participant_id": "end-7"}),
+    "markdown_import": (({"MEMORY.md": "- x"},), {}),
 }
 ITERATORS = {"facts_iter": ((), {"type": "acme.note"}), "messages_iter": (("c-1",), {})}
-ANSWER = {"data": [], "nextCursor": None, "nextAfter": None, "tools": [], "facts": [], "messages": []}
+ANSWER = {"data": [], "nextCursor": None, "nextAfter": None, "tools": [], "facts": [], "messages": [], "memory": {}, "keys": [], "files": []}
 
 
 def _recorder(seen: list):
@@ -115,19 +124,43 @@ def test_the_async_client_sends_what_the_sync_client_sends():
     assert json.loads(by_path["/v1/memory-tool/namespace%3Ateam%2Fx?projectId=p-1"][1]) == {"command": "view", "path": "/memories"}
 
 
+def _public(cls: type) -> dict[str, Any]:
+    return {name: getattr(cls, name) for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))}
+
+
 def test_both_clients_have_the_same_methods_and_signatures():
-    sync_methods = {n for n in dir(MemoryHub) if not n.startswith("_") and callable(getattr(MemoryHub, n))}
-    async_methods = {n for n in dir(AsyncMemoryHub) if not n.startswith("_") and callable(getattr(AsyncMemoryHub, n))}
-    assert async_methods - {"aclose"} == set(CALLS) | set(ITERATORS)
-    assert async_methods - {"aclose"} <= sync_methods
+    """The two clients never drift: a public method on one is on the other (bar close/aclose), with
+    the same parameters, defaults, hints and docstring; async ones are coroutines / async iterators."""
+    sync_methods, async_methods = _public(MemoryHub), _public(AsyncMemoryHub)
+    assert set(sync_methods) - {"close"} == set(async_methods) - {"aclose"}
+    assert set(async_methods) - {"aclose"} == set(CALLS) | set(ITERATORS)  # and every one is exercised above
     for name in CALLS.keys() | ITERATORS.keys():
-        sync_sig = inspect.signature(getattr(MemoryHub, name))
-        async_sig = inspect.signature(getattr(AsyncMemoryHub, name))
+        sync_sig = inspect.signature(sync_methods[name])
+        async_sig = inspect.signature(async_methods[name])
         assert list(sync_sig.parameters.values()) == list(async_sig.parameters.values()), name
-        assert str(sync_sig.return_annotation).replace("AsyncIterator", "Iterator") == str(async_sig.return_annotation).replace("AsyncIterator", "Iterator"), name
-        if name not in ITERATORS:
-            assert inspect.iscoroutinefunction(getattr(AsyncMemoryHub, name)), name
+        sync_returns, async_returns = str(sync_sig.return_annotation), str(async_sig.return_annotation)
+        if name in ITERATORS:
+            assert inspect.isgeneratorfunction(sync_methods[name]) and inspect.isasyncgenfunction(async_methods[name]), name
+            assert sync_returns.startswith("Iterator[") and async_returns == "Async" + sync_returns, name
+        else:
+            assert inspect.iscoroutinefunction(async_methods[name]) and not inspect.iscoroutinefunction(sync_methods[name]), name
+            assert sync_returns == async_returns, name
+        assert sync_methods[name].__doc__ == async_methods[name].__doc__, name
+        assert sync_methods[name].__qualname__ == f"MemoryHub.{name}" and async_methods[name].__qualname__ == f"AsyncMemoryHub.{name}"
     assert mh.Client is MemoryHub and mh.AsyncClient is AsyncMemoryHub
+
+
+def test_a_method_on_one_client_only_is_caught():
+    """The check above would see a method added to one class alone, or a changed signature."""
+
+    class Drifted(MemoryHub):
+        def extra(self) -> None: ...
+
+        def me(self, verbose: bool = False) -> mh.Me: ...  # type: ignore[override]
+
+    assert set(_public(Drifted)) - {"close"} != set(_public(AsyncMemoryHub)) - {"aclose"}
+    assert inspect.signature(Drifted.me) != inspect.signature(AsyncMemoryHub.me)
+    assert Drifted.facts_write is MemoryHub.facts_write  # a subclass keeps the methods it does not override
 
 
 def test_errors_are_one_type_with_status_code_detail_and_field_errors():
