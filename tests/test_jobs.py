@@ -17,6 +17,7 @@ from django.db import connections
 from django.utils import timezone
 
 from accounts.models import RetentionPolicy
+from accounts.retention import retention_policy_for, retention_policy_set
 from accounts.services import Principal
 from agent.models import Conversation, Message
 from approvals.models import Approval
@@ -28,7 +29,6 @@ from facts.expiry import facts_expire
 from facts.models import Fact, FactRevision, Status
 from memoryhub.beat import InProcessBeat
 from memoryhub.celery import app
-from accounts.retention import retention_policy_for, retention_policy_set
 from privacy.retention import retention_purge
 from retrieval.backfill import embeddings_backfill
 from tests.embedding_server import provider  # noqa: F401  (a fixture)
