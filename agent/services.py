@@ -21,6 +21,7 @@ from accounts.models import Role
 from accounts.services import Principal
 from agent.conversations import conversation_find
 from agent.models import Agent, RememberCall
+from approvals import gate
 from core import policy
 from core.errors import ApplicationError, Conflict, NotFound, ValidationFailed
 from core.times import parse_time
@@ -379,6 +380,27 @@ def _remember_arguments(agent: Agent, arguments: Any) -> tuple[str, str, str | N
     return kind, content, key, valid_until
 
 
+def turn_for(*, principal: Principal, slug: str, data: dict) -> Turn:
+    """The turn a request describes: the agent `slug` (in `projectId`), for `participantId`
+    in `conversationId` (the validated input of the context and remember doors)."""
+    agent = agent_get(principal=principal, project_id=data.get("projectId"), slug=slug)
+    return Turn.start(principal=principal, agent=agent, participant_id=data.get("participantId"), conversation_id=data.get("conversationId"))
+
+
+def remember(*, principal: Principal, slug: str, data: dict) -> tuple[dict, bool]:
+    """The remember tool's one door (`POST /v1/agents/{slug}/remember`, MCP memory_remember):
+    validated input → (the tool result, whether it was a replay)."""
+    principal.require(Role.WRITER)
+    turn = turn_for(principal=principal, slug=slug, data=data)
+    call = RememberCallInput(arguments=data["arguments"], run_id=data.get("runId"), step_id=data.get("stepId"), tool_call_id=data.get("toolCallId"))
+    return agent_remember(turn=turn, call=call)
+
+
+def context(*, principal: Principal, slug: str, data: dict) -> Context:
+    """The per-turn context's one door (`POST /v1/agents/{slug}/context`, MCP memory_context)."""
+    return agent_context(turn=turn_for(principal=principal, slug=slug, data=data), user_message=data["userMessage"])
+
+
 def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
     """The remember tool: returns the tool result and whether this call was a replay."""
     agent = turn.agent
@@ -398,12 +420,8 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
     if scope == "same-conversation" and turn.conversation_id is None:
         raise RememberRejected(f"{turn.who} remembers per conversation: pass the run's `conversationId`.", errors={"conversationId": ["required"]})
 
-    from approvals.rules import BUILTIN_TOOL_NAMES, REPHRASE_HINT, scope_reasons, screen
-    from approvals.services import approval_request
-
-    screening = screen(text, tool_names=BUILTIN_TOOL_NAMES)
-    reasons = scope_reasons(scope) + screening.reasons
-    pending = bool(reasons)
+    verdict = gate.judge(text, scope=scope)
+    pending = verdict.held
     content = {"key": key, "text": text} if key else {"text": text}
     data = FactInput(
         type=kind, content=content,
@@ -428,10 +446,10 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
             fact, outcome = fact_write(principal=principal, data=data, provenance=provenance)
             result = {"factId": str(fact.id), "status": "pending-approval" if pending else "remembered", "outcome": outcome, "version": fact.version}
             if pending:
-                approval = approval_request(fact=fact, reasons=reasons, requested_by=attributed_to)
+                approval = gate.hold(fact=fact, verdict=verdict, requested_by=attributed_to)
                 result["approvalId"] = str(approval.id)
-                if screening.order_only and len(reasons) == len(screening.reasons):
-                    result["hint"] = REPHRASE_HINT  # held only for reading as an order: say how to state it
+                if verdict.hint:
+                    result["hint"] = verdict.hint  # held only for reading as an order: say how to state it
             if call.run_id and call.tool_call_id:
                 RememberCall.objects.create(
                     tenant_id=principal.tenant_id, project_id=agent.project_id, agent=agent, participant_id=turn.participant_id,

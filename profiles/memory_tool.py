@@ -9,7 +9,7 @@ fact's next revision, a new line a new fact, a dropped line ends its fact; the f
 `memory.layout` fact keeps the rest. On top of the import:
 
 - The memory gate: a new or changed line that reads like an instruction
-  (approvals.rules.instruction_reasons, as the remember tool uses it) is not written as it
+  (approvals.gate.judge, as the remember tool uses it) is not written as it
   is. It waits as a pending fact with an approval request, the file keeps what it had
   there, and the answer says so; once approved, the line shows in its file.
 - `MEMORY.md` holds at most 200 lines (the seed's rule): an edit that makes it longer is
@@ -34,6 +34,7 @@ from typing import Any
 from django.db import transaction
 
 from accounts.services import Principal, Role
+from approvals import gate
 from core.errors import ApplicationError, ValidationFailed
 from facts.content import name_problem
 from facts.models import Status, Trust
@@ -210,7 +211,6 @@ def _problem_text(parsed: md.Parsed, path: str) -> str:
 
 def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list[tuple[md.Role, str, list[dict]]]]:
     """The file's text without the new lines the memory gate holds, and those lines."""
-    from approvals.rules import BUILTIN_TOOL_NAMES, instruction_reasons  # the gate's public entry point
 
     plan = md.plan_file(current, parsed)
     old_lines = {slot.record: slot.role.line() for slot in (current.slots if current else []) if slot.record}
@@ -220,8 +220,8 @@ def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list
     for element in parsed.template:
         if isinstance(element, str):
             # a heading is judged by its words, not by the markup around them
-            reasons = [] if element in old_prose or not element.strip() else instruction_reasons(
-                element.lstrip("#").strip() or element, tool_names=BUILTIN_TOOL_NAMES)
+            reasons = [] if element in old_prose or not element.strip() else gate.judge(
+                element.lstrip("#").strip() or element).reasons
             if reasons:  # prose that reads like an instruction waits as a line of the file's type
                 kind = parsed.type or "reference"
                 text = element.lstrip("#").strip()
@@ -231,7 +231,7 @@ def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list
                 lines.append(element)
             continue
         item, step = parsed.items[element], plan.steps[element]
-        reasons = instruction_reasons(step.role.text, tool_names=BUILTIN_TOOL_NAMES) if step.action != "keep" else []
+        reasons = gate.judge(step.role.text).reasons if step.action != "keep" else []
         if not reasons:
             lines.append(item.source)
             continue
@@ -244,7 +244,7 @@ def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list
         out.append("---")
         for key, value in parsed.frontmatter:
             line = f"{key}: {value}" if key is not None else value
-            reasons = [] if line in old_front or key in ("type", "created", "updated") else instruction_reasons(line, tool_names=BUILTIN_TOOL_NAMES)
+            reasons = [] if line in old_front or key in ("type", "created", "updated") else gate.judge(line).reasons
             if reasons:
                 held.append((md.Role("topic", parsed.type or "reference", parsed.name, None, line), line, reasons))
             else:
@@ -255,14 +255,12 @@ def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list
 
 def _hold(scope: markdown_memory.Folder, role: md.Role, reasons: list[dict]) -> tuple[str, str]:
     """Write the held line as a pending fact and ask for approval: (fact id, approval id)."""
-    from approvals.services import approval_request
-
     principal = scope.principal
     who = acting_user(principal)
     provenance = Provenance(trust=Trust.UNVERIFIED, attributed_to=who, status=Status.PENDING)
     data = markdown_memory.fact_input(scope, md.fact_type(role.type), role.content())
     fact, _ = fact_write(principal=principal, data=data, provenance=provenance)
-    approval = approval_request(fact=fact, reasons=reasons, requested_by=who)
+    approval = gate.hold(fact=fact, verdict=gate.Verdict(reasons), requested_by=who)
     return str(fact.id), str(approval.id)
 
 
