@@ -7,7 +7,7 @@ from rest_framework import serializers, status as http
 from rest_framework.response import Response
 
 from agent import conversations
-from core.api import ApiView, iso_time
+from core.api import ApiView, iso_time, validated
 from core.errors import ValidationFailed
 from core.pagination import parse_limit
 from core.schema import limit_type
@@ -65,16 +65,10 @@ def message_to_dict(message) -> dict:
     }
 
 
-def _valid(serializer_class, data):
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
 class ConversationListView(ApiView):
     @extend_schema(operation_id="conversations_create", request=ConversationInSerializer, responses={201: ConversationOutSerializer})
     def post(self, request):
-        data = _valid(ConversationInSerializer, request.data)
+        data = validated(ConversationInSerializer, request.data)
         conversation = conversations.conversation_create(
             principal=self.principal,
             data=conversations.ConversationInput(
@@ -127,6 +121,6 @@ class MessageListView(ApiView):
         responses={201: inline_serializer("MessagesAppended", {"messages": MessageOutSerializer(many=True)})},
     )
     def post(self, request, conversation_id):
-        data = _valid(MessagesInSerializer, request.data)
+        data = validated(MessagesInSerializer, request.data)
         created = conversations.messages_append(principal=self.principal, conversation_id=conversation_id, messages=data["messages"])
         return Response({"messages": [message_to_dict(m) for m in created]}, status=http.HTTP_201_CREATED)

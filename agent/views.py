@@ -7,13 +7,12 @@ from rest_framework import serializers, status as http
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 
-from accounts.models import Role
 from agent import services as agents
-from core.api import ApiView, iso_time
+from agent.retrieve import retrieve
+from core.api import ApiView, iso_time, validated
 from core.errors import ValidationFailed
 from core.pagination import paginate
 from facts.serializers import StrictSerializer, fact_to_dict
-from agent.retrieve import retrieve
 from retrieval.serializers import FactHitSerializer, RetrieveInSerializer, RetrieveOutSerializer, WarningSerializer
 from workspaces.services import working_memory_tools
 from workspaces.tools import FORMATS, to_format
@@ -75,12 +74,6 @@ def _agent_input(data: dict, slug: str | None = None) -> agents.AgentInput:
     )
 
 
-def _valid(serializer_class, data):
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
 class AgentListView(ApiView):
     @extend_schema(operation_id="agents_list", parameters=[PROJECT_PARAM], responses=inline_serializer("AgentPage", {"data": AgentOutSerializer(many=True), "nextCursor": serializers.CharField(allow_null=True)}))
     def get(self, request):
@@ -90,7 +83,7 @@ class AgentListView(ApiView):
 
     @extend_schema(operation_id="agents_create", request=AgentInSerializer, responses={201: AgentOutSerializer})
     def post(self, request):
-        data = _valid(AgentInSerializer, request.data)
+        data = validated(AgentInSerializer, request.data)
         if not data.get("slug"):
             raise ValidationFailed("slug is required, e.g. acme.desk", errors={"slug": ["required"]})
         agent, _ = agents.agent_save(principal=self.principal, project_id=data.get("projectId"), data=_agent_input(data), create_only=True)
@@ -104,7 +97,7 @@ class AgentDetailView(ApiView):
 
     @extend_schema(operation_id="agents_put", request=AgentInSerializer, responses=AgentOutSerializer)
     def put(self, request, slug):
-        data = _valid(AgentInSerializer, request.data)
+        data = validated(AgentInSerializer, request.data)
         agent, _ = agents.agent_save(principal=self.principal, project_id=data.get("projectId"), data=_agent_input(data, slug), replace_only=True)
         return Response(agent_to_dict(agent))
 
@@ -140,10 +133,7 @@ class AgentContextView(ApiView):
 
     @extend_schema(operation_id="agents_context", request=ContextInSerializer, responses=ContextOutSerializer)
     def post(self, request, slug):
-        data = _valid(ContextInSerializer, request.data)
-        agent = agents.agent_get(principal=self.principal, project_id=data.get("projectId"), slug=slug)
-        turn = agents.Turn.start(principal=self.principal, agent=agent, participant_id=data.get("participantId"), conversation_id=data.get("conversationId"))
-        context = agents.agent_context(turn=turn, user_message=data["userMessage"])
+        context = agents.context(principal=self.principal, slug=slug, data=validated(ContextInSerializer, request.data))
         return Response(context_to_dict(context))
 
 
@@ -222,12 +212,7 @@ class RememberOutSerializer(serializers.Serializer):
 class AgentRememberView(ApiView):
     @extend_schema(operation_id="agents_remember", request=RememberInSerializer, responses={200: RememberOutSerializer, 201: RememberOutSerializer})
     def post(self, request, slug):
-        data = _valid(RememberInSerializer, request.data)
-        self.principal.require(Role.WRITER)
-        agent = agents.agent_get(principal=self.principal, project_id=data.get("projectId"), slug=slug)
-        turn = agents.Turn.start(principal=self.principal, agent=agent, participant_id=data.get("participantId"), conversation_id=data.get("conversationId"))
-        call = agents.RememberCallInput(arguments=data["arguments"], run_id=data.get("runId"), step_id=data.get("stepId"), tool_call_id=data.get("toolCallId"))
-        result, replayed = agents.agent_remember(turn=turn, call=call)
+        result, replayed = agents.remember(principal=self.principal, slug=slug, data=validated(RememberInSerializer, request.data))
         return Response(result, status=http.HTTP_200_OK if replayed else http.HTTP_201_CREATED)
 
 

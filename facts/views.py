@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status as http
 from rest_framework.response import Response
 
-from core.api import ApiView
+from core.api import ApiView, validated
 from core.errors import PreconditionRequired, ValidationFailed
 from core.pagination import paginate
 from core.schema import limit_type
@@ -41,12 +41,6 @@ LIST_PARAMS = [
 ]
 
 
-def _valid(serializer_class, data):
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
 class FactListView(ApiView):
     @extend_schema(operation_id="facts_list", parameters=LIST_PARAMS, responses=FactPageSerializer)
     def get(self, request):
@@ -67,7 +61,7 @@ class FactListView(ApiView):
 
     @extend_schema(operation_id="facts_write", request=FactInSerializer, responses={201: FactOutSerializer})
     def post(self, request):
-        data = _valid(FactInSerializer, request.data)
+        data = validated(FactInSerializer, request.data)
         fact, _outcome = services.fact_write(principal=self.principal, data=fact_input(data))
         return Response(fact_to_dict(fact), status=http.HTTP_201_CREATED)
 
@@ -75,7 +69,7 @@ class FactListView(ApiView):
 class FactBatchView(ApiView):
     @extend_schema(operation_id="facts_write_batch", request=FactBatchInSerializer, responses={201: FactBatchOutSerializer})
     def post(self, request):
-        data = _valid(FactBatchInSerializer, request.data)
+        data = validated(FactBatchInSerializer, request.data)
         facts = services.fact_write_batch(principal=self.principal, items=[fact_input(item) for item in data["facts"]])
         return Response({"facts": [fact_to_dict(f) for f in facts]}, status=http.HTTP_201_CREATED)
 
@@ -124,7 +118,7 @@ class FactSupersedeView(ApiView):
         responses=FactOutSerializer,
     )
     def post(self, request, fact_id):
-        data = _valid(SupersedeInSerializer, request.data)
+        data = validated(SupersedeInSerializer, request.data)
         expect = data.get("expectVersion")
         if expect is None and (header := request.headers.get("If-Match")):
             try:

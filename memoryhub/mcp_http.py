@@ -38,16 +38,15 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 
-from accounts.models import Role
 from accounts.services import Principal
 from agent import services as agents
+from agent.retrieve import retrieve
 from agent.views import ContextInSerializer, JsonOnlyNegotiation, RememberInSerializer, context_to_dict
 from core import scoping
-from core.api import ApiView
+from core.api import ApiView, validated
 from core.errors import Forbidden, ServiceUnavailable, ValidationFailed, as_application_error, problem_body
 from memoryhub.mcp_tools import DEFAULT_NAMESPACE, QUERY, Binding, ToolError, build_server
 from retrieval.serializers import RetrieveInSerializer
-from agent.retrieve import retrieve
 from workspaces import services as workspaces
 
 SCOPE_KEY = "memoryhub.mcp"  # the ASGI scope entry that carries (backend, binding) to the tool handlers
@@ -55,12 +54,6 @@ FORWARDED_HEADERS_DROPPED = {"authorization", "cookie"}  # checked here; the SDK
 
 
 # --- the services, as the REST views call them ---------------------------------------------------
-
-
-def _valid(serializer_class, data: dict) -> dict:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 def _tool_error(exc: Exception) -> ToolError | None:
@@ -93,37 +86,26 @@ class ServiceBackend:
     def participant(self, binding: Binding) -> str | None:
         return binding.participant_id or self.principal.participant_id
 
-    def _turn(self, binding: Binding, data: dict) -> agents.Turn:
-        agent = agents.agent_get(principal=self.principal, project_id=data.get("projectId"), slug=binding.agent)
-        return agents.Turn.start(
-            principal=self.principal, agent=agent, participant_id=data.get("participantId"), conversation_id=data.get("conversationId"),
-        )
-
     def turn_tools(self, binding: Binding) -> list[dict]:
         def run():
-            turn = self._turn(binding, {"projectId": binding.project_id, "participantId": binding.participant_id,
-                                        "conversationId": binding.conversation_id})
+            turn = agents.turn_for(principal=self.principal, slug=binding.agent, data={
+                "projectId": binding.project_id, "participantId": binding.participant_id, "conversationId": binding.conversation_id})
             return agents.turn_tools(turn)
         return self._run(run)
 
     def context(self, binding: Binding, body: dict) -> dict:
         def run():
-            data = _valid(ContextInSerializer, body)
-            return context_to_dict(agents.agent_context(turn=self._turn(binding, data), user_message=data["userMessage"]))
+            return context_to_dict(agents.context(principal=self.principal, slug=binding.agent, data=validated(ContextInSerializer, body)))
         return self._run(run)
 
     def remember(self, binding: Binding, body: dict) -> dict:
         def run():
-            data = _valid(RememberInSerializer, body)
-            self.principal.require(Role.WRITER)
-            call = agents.RememberCallInput(arguments=data["arguments"], run_id=data.get("runId"), step_id=data.get("stepId"),
-                                            tool_call_id=data.get("toolCallId"))
-            result, _ = agents.agent_remember(turn=self._turn(binding, data), call=call)
+            result, _ = agents.remember(principal=self.principal, slug=binding.agent, data=validated(RememberInSerializer, body))
             return result
         return self._run(run)
 
     def retrieve(self, binding: Binding, body: dict) -> dict:
-        return self._run(lambda: retrieve(principal=self.principal, data=_valid(RetrieveInSerializer, body)))
+        return self._run(lambda: retrieve(principal=self.principal, data=validated(RetrieveInSerializer, body)))
 
     def _space(self, binding: Binding) -> workspaces.Space:
         return workspaces.workspace(principal=self.principal, namespace=binding.namespace, project_id=binding.project_id)
