@@ -27,6 +27,10 @@ class Trust(models.TextChoices):
     VERIFIED = "verified"
 
 
+# Lowest first: an intent's minTrust reads it this way, and the wire lists it so.
+TRUST_ASCENDING = [Trust.UNVERIFIED.value, Trust.ASSERTED.value, Trust.VERIFIED.value]
+
+
 class Status(models.TextChoices):
     ACTIVE = "active"
     PENDING = "pending"

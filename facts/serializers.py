@@ -7,7 +7,7 @@ from datetime import datetime
 from rest_framework import serializers
 
 from core.api import iso_time
-from facts.models import Fact, FactRevision
+from facts.models import TRUST_ASCENDING, Fact, FactRevision, InvalidationReason, Status
 from facts.schema import NameField
 from facts.selectors import effective_status
 from facts.services import UNSET, FactInput
@@ -175,7 +175,7 @@ class FactOutSerializer(serializers.Serializer):
     contentHash = serializers.CharField()
     size = serializers.IntegerField()
     embeddingModel = serializers.CharField(allow_null=True)
-    trust = serializers.ChoiceField(choices=["asserted", "unverified", "verified"])
+    trust = serializers.ChoiceField(choices=TRUST_ASCENDING)
     verifiedBy = serializers.CharField(allow_null=True)
     verifiedAt = serializers.DateTimeField(allow_null=True)
     attributedTo = AttributionSerializer()
@@ -185,12 +185,12 @@ class FactOutSerializer(serializers.Serializer):
     validFrom = serializers.DateTimeField(allow_null=True)
     validUntil = serializers.DateTimeField(allow_null=True)
     expiresAt = serializers.DateTimeField(allow_null=True)
-    status = serializers.ChoiceField(choices=["active", "pending", "rejected", "deleted", "expired"])
+    status = serializers.ChoiceField(choices=Status.values)
 
 
 class RevisionOutSerializer(FactOutSerializer):
     supersededAt = serializers.DateTimeField(allow_null=True)
-    invalidationReason = serializers.ChoiceField(choices=["superseded", "deleted", "erased", "expired"], allow_null=True)
+    invalidationReason = serializers.ChoiceField(choices=InvalidationReason.values, allow_null=True)
     invalidatedBy = AttributionSerializer(allow_null=True)
 
 
@@ -198,7 +198,7 @@ class FactOrRevisionOutSerializer(FactOutSerializer):
     """GET /v1/facts/{id}: the fact; with ?revision= or ?asOf= one of its revisions, which adds these."""
 
     supersededAt = serializers.DateTimeField(allow_null=True, required=False)
-    invalidationReason = serializers.ChoiceField(choices=["superseded", "deleted", "erased", "expired"], allow_null=True, required=False)
+    invalidationReason = serializers.ChoiceField(choices=InvalidationReason.values, allow_null=True, required=False)
     invalidatedBy = AttributionSerializer(allow_null=True, required=False)
 
 

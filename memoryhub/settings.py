@@ -330,12 +330,14 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.schema.problem_responses", "facts.schema.name_patterns"],
     # Several shapes have a `status`; name each choice set after what it belongs to.
     "ENUM_NAME_OVERRIDES": {
-        "FactStatusEnum": ["active", "pending", "rejected", "deleted", "expired"],
+        # The wire's enums are the models' own choices (facts.models, approvals.models).
+        "FactStatusEnum": "facts.models.Status.values",
         "RememberStatusEnum": ["remembered", "pending-approval"],
-        "ApprovalStatusEnum": ["pending", "approved", "rejected"],
+        "ApprovalOutStatusEnum": "approvals.models.ApprovalStatus.values",  # the name clients were generated with
+        "InvalidationReasonEnum": "facts.models.InvalidationReason.values",
         "MemoryOutcomeEnum": ["created", "superseded"],
         "MemberRoleEnum": ["viewer", "writer", "reviewer", "admin"],  # /v1/members (a message's role is another)
-        "TrustEnum": ["unverified", "asserted", "verified"],  # a fact's trust and an intent's minTrust
+        "TrustEnum": "facts.models.TRUST_ASCENDING",  # a fact's trust and an intent's minTrust
     },
 }
 

@@ -2,6 +2,8 @@
 
 from rest_framework import serializers
 
+from facts.models import TRUST_ASCENDING
+
 from facts.serializers import FactOutSerializer, StrictSerializer
 
 
@@ -16,7 +18,7 @@ class IntentSerializer(serializers.Serializer):
     fusion = serializers.ChoiceField(choices=["rrf", "score"], required=False, help_text="mode both: RRF k=60 (default) or mean of min-max normalised scores")
     rerank = serializers.BooleanField(required=False, help_text="facts, modes keyword/semantic/both: reorder the fused candidates by the in-process reranker (default false)")
     minTrust = serializers.ChoiceField(
-        choices=["unverified", "asserted", "verified"], required=False,
+        choices=TRUST_ASCENDING, required=False,
         help_text="facts: only facts of at least this trust (at equal relevance, verified > asserted > unverified anyway)",
     )
 

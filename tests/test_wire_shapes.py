@@ -1,0 +1,81 @@
+"""The wire's shapes are its output serializers': the OpenAPI schema is made from them, and each
+response is built by a `*_to_dict` function. Here every such dict is checked against its
+serializer for every value the model's enums can take, so a status, reason or trust the
+schema does not list fails the suite (the first round's `invalidationReason` omitted
+`rejected`), and so does a field the dict has and the serializer does not, or the reverse.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from approvals.models import Approval, ApprovalKind, ApprovalStatus
+from approvals.serializers import ApprovalOutSerializer, approval_to_dict
+from facts.models import Fact, FactRevision, InvalidationReason, Status, Trust
+from facts.serializers import FactOrRevisionOutSerializer, FactOutSerializer, RevisionOutSerializer, fact_to_dict, revision_to_dict
+
+NOW = timezone.now()
+USER = {"id": "7", "kind": "user"}
+AGENT = {"id": "acme.desk", "kind": "agent", "agentVersion": "3"}
+
+
+def _fields(**values) -> dict:
+    return {
+        "tenant_id": uuid.uuid4(), "project_id": uuid.uuid4(), "type": "acme.note", "key": "k", "namespace": None,
+        "participant_id": "end-7", "conversation_id": None, "version": 2, "content": {"text": "x"},
+        "content_hash": "0" * 64, "size": 1, "embedding_model": None, "verified_by": None, "verified_at": None,
+        "attributed_to": AGENT, "generated_by": {"runId": "r", "stepId": None, "toolCallId": "t"},
+        "subjects": [{"kind": "participant", "id": "end-7"}], "references": [str(uuid.uuid4())],
+        "valid_from": None, "valid_until": None, "expires_at": None,
+    } | values
+
+
+def _fact(status: str, trust: str, **values) -> Fact:
+    return Fact(id=uuid.uuid4(), status=status, trust=trust, created_at=NOW, updated_at=NOW, **_fields(**values))
+
+
+def _check(serializer_class, body: dict) -> None:
+    serializer = serializer_class(data=body)
+    assert serializer.is_valid(), (serializer.errors, body)
+    declared = set(serializer_class().fields)
+    assert set(body) <= declared, f"on the wire but not in the schema: {set(body) - declared}"
+    required = {name for name, field in serializer_class().fields.items() if field.required}
+    assert required <= set(body), f"in the schema but not on the wire: {required - set(body)}"
+
+
+@pytest.mark.parametrize(("status", "trust"), list(itertools.product(Status.values, Trust.values)))
+def test_every_fact_status_and_trust_is_on_the_schema(status, trust):
+    expired = {"expires_at": NOW - timedelta(days=1)} if status == Status.EXPIRED else {}
+    body = fact_to_dict(_fact(status, trust, **expired))
+    _check(FactOutSerializer, body)
+    _check(FactOrRevisionOutSerializer, body)
+
+
+@pytest.mark.parametrize("reason", [*InvalidationReason.values, None])
+def test_every_revision_invalidation_reason_is_on_the_schema(reason):
+    fact = _fact(Status.ACTIVE, Trust.UNVERIFIED)
+    revision = FactRevision(
+        fact_id=fact.id, status=Status.DELETED if reason else Status.ACTIVE, trust=Trust.ASSERTED, recorded_at=NOW,
+        superseded_at=NOW if reason else None, invalidation_reason=reason, invalidated_by=USER if reason else None,
+        **_fields(),
+    )
+    body = revision_to_dict(revision, fact)
+    _check(RevisionOutSerializer, body)
+    _check(FactOrRevisionOutSerializer, body)
+
+
+@pytest.mark.parametrize(("status", "kind"), list(itertools.product(ApprovalStatus.values, ApprovalKind.values)))
+def test_every_approval_status_is_on_the_schema(status, kind):
+    decided = status != ApprovalStatus.PENDING
+    approval = Approval(
+        id=uuid.uuid4(), kind=kind, status=status, fact=_fact(Status.PENDING, Trust.UNVERIFIED),
+        reasons=[{"rule": "intent", "match": "never email", "start": 0, "end": 11}, {"rule": "wide-scope", "match": "tenant"}],
+        requested_by=AGENT, decided_by=USER if decided else None, decided_at=NOW if decided else None,
+        note="ok" if decided else None, created_at=NOW,
+    )
+    _check(ApprovalOutSerializer, approval_to_dict(approval))
