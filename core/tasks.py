@@ -21,7 +21,6 @@ import random
 import threading
 from collections import deque
 
-from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 
