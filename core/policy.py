@@ -163,7 +163,9 @@ def fact_condition(principal: Principal, act: Act = Act.READ, *, pending_statuse
     may `act` on; for `read`, pending and rejected ones only where it may also `review`."""
     bound = principal.participant_id
     reaches = {
-        Reach.TENANT: Q(project_id__isnull=True),
+        # Kept for no one: tenant-wide or the project's. A row kept for someone is read on the
+        # participant's terms wherever it lives (reach_of), a tenant-wide one too.
+        Reach.TENANT: Q(project_id__isnull=True, participant_id__isnull=True),
         Reach.PROJECT: Q(project_id__isnull=False, participant_id__isnull=True),
     }
     if bound is None:

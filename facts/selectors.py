@@ -12,6 +12,7 @@ from accounts.services import Principal
 from core import policy
 from core.errors import NotFound
 from core.policy import Act
+from facts import visibility
 from facts.models import Fact, FactRevision, Status
 
 
@@ -47,14 +48,7 @@ def slot_value(*, fact: Fact, lock: bool = False) -> Fact | None:
     )).exclude(id=fact.id).first()
 
 
-def live_condition(now: datetime | None = None) -> Q:
-    """Facts a read may return: active, not expired, still valid (checked at read time)."""
-    now = now or timezone.now()
-    return (
-        Q(status=Status.ACTIVE)
-        & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        & (Q(valid_until__isnull=True) | Q(valid_until__gt=now))
-    )
+live_condition = visibility.live_q  # facts a read may return (facts.visibility)
 
 
 def expired_condition(now: datetime | None = None) -> Q:

@@ -42,8 +42,9 @@ from django.db.models import DEFERRED
 
 from accounts.selectors import project_search_config
 from accounts.services import Principal
-from core import connections, policy
+from core import connections
 from core.errors import ValidationFailed
+from facts import visibility
 from facts.content import LAYOUT_TYPE
 from facts.models import Fact
 from retrieval.embeddings import Embedder, get_embedder, query_vector_literal
@@ -218,19 +219,10 @@ _ID_PLACE = _FACT_COLUMNS.index("id")
 
 def _conditions(run: Run, intent: Intent, params: dict) -> list[str] | None:
     """WHERE conditions for the intent's scope and the caller's visibility; None: reads nothing."""
-    principal = run.principal
-    params["tenant"] = principal.tenant_id
-    conds = [
-        "f.tenant_id = %(tenant)s",
-        "f.status = 'active'",
-        # A Markdown folder's layout (headings, order) is structure, not something remembered.
-        f"f.type <> '{LAYOUT_TYPE}'",
-        "(f.expires_at IS NULL OR f.expires_at > now())",
-        "(f.valid_until IS NULL OR f.valid_until > now())",
-    ]
-    if principal.project_id is not None:  # a project key: its project and the tenant-wide facts
-        params["key_project"] = principal.project_id
-        conds.append("(f.project_id = %(key_project)s OR f.project_id IS NULL)")
+    # What the key may read at all (facts.visibility: tenant, project, live, whose), then the intent's scope.
+    conds = visibility.read_sql(run.principal, params)
+    # A Markdown folder's layout (headings, order) is structure, not something remembered.
+    conds.append(f"f.type <> '{LAYOUT_TYPE}'")
     if intent.types:
         params["types"] = list(intent.types)
         conds.append("f.type = ANY(%(types)s)")
@@ -266,11 +258,6 @@ def _conditions(run: Run, intent: Intent, params: dict) -> list[str] | None:
         conds += ["f.project_id = %(project)s", "f.participant_id IS NULL", "f.conversation_id IS NULL"]
     else:  # tenant: what is kept for no one in particular, across what the key may see
         conds += ["f.participant_id IS NULL", "f.conversation_id IS NULL"]
-    # Whose facts the key may read (core.policy): a key bound to one participant, or one
-    # without write access, never reads another person's facts.
-    visible = policy.participant_sql(principal, "f.participant_id", params)
-    if visible != "TRUE":
-        conds.append(visible)
     return conds
 
 

@@ -3,7 +3,6 @@
 from rest_framework import serializers
 
 from facts.models import TRUST_ASCENDING
-
 from facts.serializers import FactOutSerializer, StrictSerializer
 
 
