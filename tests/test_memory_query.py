@@ -1,4 +1,4 @@
-"""workspaces.query.language: the memory_query language, without Django or a database.
+"""workspaces.query: the memory_query language, without Django or a database.
 
 Golden results for the four examples of the tool's description, every operator and
 function family, join and union semantics, result shaping and limits, syntax errors with
@@ -16,8 +16,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from workspaces.query import language as memory_query
-from workspaces.query.language import DEFAULT_LIMIT, MAX_LIMIT, QueryError, QuerySyntaxError, run_query
+from workspaces.query import DEFAULT_LIMIT, MAX_LIMIT, QueryError, QuerySyntaxError, bounds, run_query
 
 MEMORY = [
     {
@@ -595,7 +594,7 @@ def test_string_doubling_stops_at_the_size_caps():
     # many strings under the per-string cap: 240 rows, each a running sum of 30 JSON copies
     wide = "map(concat(" + ", ".join(["memory"] * 60) + "), " + " + ".join(["toJSON(#)"] * 30) + ")"
     assert "The query builds more than 20,000,000 characters of strings" in str(error(wide))
-    assert time.monotonic() - started < memory_query.DEADLINE_SECONDS + 1
+    assert time.monotonic() - started < bounds.DEADLINE_SECONDS + 1
 
 
 @pytest.mark.parametrize(
@@ -611,12 +610,12 @@ def test_nested_work_over_a_300_row_relation_runs_out_of_steps_or_time(query):
     started = time.monotonic()
     message = str(error(query, relations))
     assert "evaluation steps" in message or "seconds" in message
-    assert time.monotonic() - started < memory_query.DEADLINE_SECONDS + 1
+    assert time.monotonic() - started < bounds.DEADLINE_SECONDS + 1
 
 
 def test_deadline(monkeypatch):
-    monkeypatch.setattr(memory_query, "DEADLINE_SECONDS", 0.05)
-    monkeypatch.setattr(memory_query, "MAX_STEPS", 10**9)
+    monkeypatch.setattr(bounds, "DEADLINE_SECONDS", 0.05)
+    monkeypatch.setattr(bounds, "MAX_STEPS", 10**9)
     relations = {"r": [{"i": i} for i in range(300)]}
     started = time.monotonic()
     assert "ran longer than 0.05 seconds" in str(error("map(r, map(r, map(r, .i + 1)))", relations))
@@ -624,7 +623,7 @@ def test_deadline(monkeypatch):
 
 
 def test_result_size_is_capped(monkeypatch):
-    monkeypatch.setattr(memory_query, "MAX_RESULT_SIZE", 10_000)
+    monkeypatch.setattr(bounds, "MAX_RESULT_SIZE", 10_000)
     big = {"memory": [{"key": str(i), "value": "x" * 1000} for i in range(20)]}
     assert run_query("memory", big, limit=5)["count"] == 20
     assert "characters of JSON" in str(error("memory", big))
@@ -658,7 +657,7 @@ def run_bounded(query: str) -> None:
     else:
         assert set(result) == {"rows", "count", "truncated"} and len(result["rows"]) <= 20
         json.dumps(result, allow_nan=False)
-    assert time.monotonic() - started < memory_query.DEADLINE_SECONDS + 1.0
+    assert time.monotonic() - started < bounds.DEADLINE_SECONDS + 1.0
 
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

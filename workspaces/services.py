@@ -13,7 +13,7 @@ relational query reads as `tasks` and `tool_calls`.
 
 The pure parts are elsewhere: the `<memory>` block and text replies in
 `workspaces.block`, extraction from turns and compactions and the caps in
-`workspaces.extraction`, the query language in `workspaces.query.language`. Views are doors onto the
+`workspaces.extraction`, the query language in `workspaces.query`. Views are doors onto the
 functions here; every read is scoped by tenant, project, namespace and visibility in SQL.
 """
 
@@ -34,9 +34,8 @@ from facts.content import name_problem
 from facts.models import Fact, InvalidationReason, Status, ToolCall, Workspace
 from facts.selectors import facts_visible, live_condition
 from facts.services import FactInput, _end, acting_user, fact_write
-from workspaces import block as memory_block, extraction
+from workspaces import block as memory_block, extraction, query as memory_query
 from workspaces.block import Entry
-from workspaces.query import language as memory_query
 
 TOOL_CALLS_KEPT = 200  # the `tool_calls` relation: this namespace's newest 200
 MAX_TASKS = 500

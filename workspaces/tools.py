@@ -24,8 +24,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from workspaces import query as memory_query
 from workspaces.block import TYPES as ENTRY_TYPES
-from workspaces.query import language as memory_query
 
 __all__ = [
     "CONTEXT_TOOL",
