@@ -143,7 +143,7 @@ class Fact(FactFields):
                 name="fact_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
                 opclasses=["vector_cosine_ops"],
             ),
-            # For the scheduled jobs (memoryhub.jobs): a tick with nothing to do reads a few
+            # For the scheduled jobs (facts.expiry, privacy.retention): a tick with nothing to do reads a few
             # index pages instead of the whole table.
             models.Index(fields=["expires_at"], name="fact_expiry_due", condition=Q(status="active", expires_at__isnull=False)),
             models.Index(fields=["updated_at"], name="fact_ended", condition=Q(status__in=["deleted", "rejected"])),

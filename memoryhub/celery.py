@@ -16,7 +16,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 # One place for every scheduled job; each entry says why it runs when it does. The jobs
-# are in memoryhub.jobs, their tasks in core.tasks; `celery beat` sends these, and
+# are facts.expiry, privacy.retention and retrieval.backfill, their tasks in each app's tasks.py; `celery beat` sends these, and
 # without a broker `manage.py serve` runs the same schedule in-process (memoryhub.beat).
 # A tick that waited in the queue longer than its interval expires: when workers come
 # back after an outage they run the job once, not once per missed tick.

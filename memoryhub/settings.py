@@ -184,7 +184,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_TIMEZONE = "UTC"
 
-# --- Jobs (memoryhub.jobs; schedule in memoryhub/celery.py) ----------------------------------
+# --- Jobs (facts.expiry, privacy.retention, retrieval.backfill; schedule in memoryhub/celery.py) --
 # Default retention for projects without a RetentionPolicy (and tenant-wide facts), in days;
 # "never" keeps forever. A project's policy, set by its admins, overrides each one.
 MEMORYHUB_RETENTION_DELETED_DAYS = env_days("MEMORYHUB_RETENTION_DELETED_DAYS", "30")
