@@ -61,6 +61,42 @@ def _print_json(value: Any) -> None:
     sys.stdout.flush()
 
 
+def _days(raw: str) -> int | None:
+    """A retention flag: whole days, or `forever` (kept forever)."""
+    if raw == "forever":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r}: give whole days or 'forever'") from None
+
+
+def _admin(hub: Any, args: argparse.Namespace) -> Any:
+    """members, keys, retention: thin doors onto the client's admin API methods."""
+    project = args.project_id
+    group, command = args.group, args.command
+    if group == "members":
+        if command == "list":
+            return hub.members_list(project_id=project)
+        if command == "set":
+            return hub.members_set(args.user, args.role, project_id=project)
+        hub.members_remove(args.user, project_id=project)
+        return {"user": args.user, "removed": True}
+    if group == "keys":
+        if command == "list":
+            return hub.keys_list(project_id=project)
+        if command == "create":
+            return hub.keys_create(args.access, user=args.user, participant_id=args.participant_id, name=args.name, project_id=project)
+        hub.keys_revoke(args.id, project_id=project)
+        return {"id": args.id, "revoked": True}
+    if command == "get":
+        return hub.retention_get(project_id=project)
+    return hub.retention_set(
+        deleted_facts_days=args.deleted_facts_days, expired_facts_days=args.expired_facts_days,
+        unregistered_conversations_days=args.unregistered_conversations_days, project_id=project,
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memoryhub",
@@ -139,6 +175,34 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--participant", "--participant-id", dest="participant", metavar="ID", help="whose memory (default: the project's own)")
     p = markdown.add_parser("lint", help="check DIR: index length, entry length, format; suggests merges and archiving (reads only)")
     p.add_argument("--dir", required=True, help="the memory folder, e.g. .agents/memory")
+
+    # The admin API (docs/api.md, "Members, keys and retention"): the dashboard's settings pages, scripted.
+    members = groups.add_parser("members", help="who has a role in the project (admin API)").add_subparsers(
+        dest="command", metavar="COMMAND", required=True)
+    members.add_parser("list", help="the memberships that give someone a role here")
+    p = members.add_parser("set", help="give USER a role here (admins)")
+    p.add_argument("user", help="username")
+    p.add_argument("--role", required=True, choices=["viewer", "writer", "reviewer", "admin"])
+    p = members.add_parser("remove", help="remove USER's role here (admins)")
+    p.add_argument("user", help="username")
+    keys = groups.add_parser("keys", help="the project's API keys (admin API)").add_subparsers(
+        dest="command", metavar="COMMAND", required=True)
+    keys.add_parser("list", help="the keys, revoked ones too; never a secret")
+    p = keys.add_parser("create", help="a new key; its secret is printed once (admins)")
+    p.add_argument("--access", required=True, choices=["read", "write"])
+    p.add_argument("--user", help="whose key (default: yours)")
+    p.add_argument("--participant-id", "--participant", dest="participant_id", help="bind the key to one end user")
+    p.add_argument("--name", help="what the key is for")
+    p = keys.add_parser("revoke", help="revoke key ID (admins)")
+    p.add_argument("id")
+    retention = groups.add_parser("retention", help="how long the project keeps what no read sees (admin API)").add_subparsers(
+        dest="command", metavar="COMMAND", required=True)
+    retention.add_parser("get", help="the days each kind of row is kept")
+    p = retention.add_parser("set", help="set all three (admins); 'forever' keeps that kind forever")
+    for flag in ("--deleted-facts-days", "--expired-facts-days", "--unregistered-conversations-days"):
+        p.add_argument(flag, required=True, type=_days, metavar="DAYS|forever")
+    for sub in (*members.choices.values(), *keys.choices.values(), *retention.choices.values()):
+        sub.add_argument("--project-id", help="for a tenant-wide key: the project")
 
     p = groups.add_parser("mcp", help="serve memoryhub's tools to an MCP host over stdio (docs/mcp.md)")
     p.add_argument("--agent", help="agent slug for memory_context and memory_remember (default: $MEMORYHUB_AGENT)")
@@ -264,6 +328,8 @@ def _run(args: argparse.Namespace) -> Any:
             return _profiles(hub, args, local)
         if args.group == "markdown":
             return _markdown(hub, args, local)
+        if args.group in ("members", "keys", "retention"):
+            return _admin(hub, args)
         command = args.command
         if command == "write":
             if not isinstance(payload, dict):

@@ -24,11 +24,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from accounts.retention import retention_policy_for
-from accounts.services import Principal
+from accounts.models import RetentionPolicy
 from agent.models import Conversation
-from core import policy, scoping
-from core.errors import ValidationFailed
+from core import scoping
 from core.locks import DEFAULT_BUDGET, SKIPPED, Budget, job_lock
 from core.models import IdempotencyRecord
 from facts.models import Fact, Status

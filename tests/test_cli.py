@@ -226,3 +226,32 @@ def test_first_hour_rough_edges(live_server, tx_world, tmp_path):
         (message,) = hub.messages_append(conversation["id"], [{"role": "user", "text": "hello"}])
         listed = hub.messages_list(conversation["id"])["data"]
     assert isinstance(me["userId"], str) and message["userId"] == listed[0]["userId"] == me["userId"]
+
+
+def test_admin_commands_manage_members_keys_and_retention(live_server, tx_world):
+    """`memoryhub members|keys|retention`: the admin API from a shell, with its rights."""
+    world, url = tx_world, live_server.url
+    admin = world.key()  # alice, the tenant's admin
+
+    member = ok(cli(url, admin, "members", "set", "bob", "--role", "writer"))
+    assert (member["username"], member["role"]) == ("bob", "writer")
+    assert "bob" in {m["username"] for m in ok(cli(url, admin, "members", "list"))["data"]}
+
+    created = ok(cli(url, admin, "keys", "create", "--access", "read", "--user", "bob", "--participant", "end-7", "--name", "bot"))
+    assert created["apiKey"].startswith("mh_") and created["participantId"] == "end-7"
+    listed = ok(cli(url, admin, "keys", "list"))["data"]
+    assert created["id"] in {k["id"] for k in listed} and all("apiKey" not in k for k in listed)
+    assert ok(cli(url, created["apiKey"], "me"))["participantId"] == "end-7"
+    assert ok(cli(url, admin, "keys", "revoke", created["id"])) == {"id": created["id"], "revoked": True}
+    assert "unauthenticated" in failed(cli(url, created["apiKey"], "me"), 1)
+
+    kept = ok(cli(url, admin, "retention", "set", "--deleted-facts-days", "30", "--expired-facts-days", "forever",
+                  "--unregistered-conversations-days", "7"))
+    assert (kept["deletedFactsDays"], kept["expiredFactsDays"], kept["unregisteredConversationsDays"]) == (30, None, 7)
+    assert ok(cli(url, admin, "retention", "get")) == kept
+
+    # A writer is not an admin: the same rights as the dashboard's settings pages.
+    writer = world.key(user=world.bob)
+    assert "forbidden" in failed(cli(url, writer, "keys", "create", "--access", "write"), 1)
+    assert ok(cli(url, admin, "members", "remove", "bob")) == {"user": "bob", "removed": True}
+    assert "bob" not in {m["username"] for m in ok(cli(url, admin, "members", "list"))["data"]}
