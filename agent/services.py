@@ -446,7 +446,9 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
             fact, outcome = fact_write(principal=principal, data=data, provenance=provenance)
             result = {"factId": str(fact.id), "status": "pending-approval" if pending else "remembered", "outcome": outcome, "version": fact.version}
             if pending:
-                approval = gate.hold(fact=fact, verdict=verdict, requested_by=attributed_to)
+                origin = {"conversationId": str(turn.conversation_id) if turn.conversation_id else None,
+                          "runId": call.run_id, "stepId": call.step_id, "toolCallId": call.tool_call_id}
+                approval = gate.hold(fact=fact, verdict=verdict, requested_by=attributed_to, origin=origin)
                 result["approvalId"] = str(approval.id)
                 if verdict.hint:
                     result["hint"] = verdict.hint  # held only for reading as an order: say how to state it

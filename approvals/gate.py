@@ -34,6 +34,7 @@ def judge(text: str, *, scope: str | None = None, tool_names: Iterable[str] = ()
     return Verdict(wide + screening.reasons, hint)
 
 
-def hold(*, fact, verdict: Verdict, requested_by: dict) -> Approval:
-    """Ask a person to approve `fact` (written pending, in this transaction) for the verdict's reasons."""
-    return approval_request(fact=fact, reasons=verdict.reasons, requested_by=requested_by)
+def hold(*, fact, verdict: Verdict, requested_by: dict, origin: dict | None = None) -> Approval:
+    """Ask a person to approve `fact` (written pending, in this transaction) for the verdict's
+    reasons; `origin` tells the reviewer where it was asked (a remember call's conversation and run)."""
+    return approval_request(fact=fact, reasons=verdict.reasons, requested_by=requested_by, origin=origin)

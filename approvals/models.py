@@ -43,6 +43,9 @@ class Approval(models.Model):
     reasons = models.JSONField(default=list)  # [{rule, match, start?, end?}] from approvals.rules
     status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
     requested_by = models.JSONField()  # {id, kind: agent, agentVersion?}
+    # Where the request came from, for the reviewer: {conversationId, runId, stepId, toolCallId}
+    # of the remember call (each may be null); null for writes outside an agent's turn.
+    origin = models.JSONField(null=True, blank=True)
     decided_by = models.JSONField(null=True, blank=True)  # {id, kind: user}
     decided_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(null=True, blank=True)

@@ -23,6 +23,7 @@ def approval_to_dict(approval: Approval) -> dict:
         "reasons": approval.reasons,
         "status": approval.status,
         "requestedBy": approval.requested_by,
+        "origin": approval.origin,
         "decidedBy": approval.decided_by,
         "decidedAt": iso_time(approval.decided_at),
         "note": approval.note,
@@ -40,6 +41,13 @@ class ApprovalReasonSerializer(serializers.Serializer):
     end = serializers.IntegerField(required=False)
 
 
+class ApprovalOriginSerializer(serializers.Serializer):
+    conversationId = serializers.UUIDField(allow_null=True)
+    runId = serializers.CharField(allow_null=True)
+    stepId = serializers.CharField(allow_null=True)
+    toolCallId = serializers.CharField(allow_null=True)
+
+
 class ApprovalOutSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     kind = serializers.ChoiceField(choices=ApprovalKind.values)
@@ -47,6 +55,7 @@ class ApprovalOutSerializer(serializers.Serializer):
     reasons = ApprovalReasonSerializer(many=True)
     status = serializers.ChoiceField(choices=ApprovalStatus.values)
     requestedBy = AttributionSerializer()
+    origin = ApprovalOriginSerializer(allow_null=True, help_text="where it was asked: the remember call's conversation and run (null outside an agent's turn)")
     decidedBy = AttributionSerializer(allow_null=True)
     decidedAt = serializers.DateTimeField(allow_null=True)
     note = serializers.CharField(allow_null=True)

@@ -32,7 +32,7 @@ class ApprovalDecided(ApplicationError):
     status, code, title = 409, "approval-decided", "Approval already decided"
 
 
-def approval_request(*, fact: Fact, reasons: list[dict], requested_by: dict) -> Approval:
+def approval_request(*, fact: Fact, reasons: list[dict], requested_by: dict, origin: dict | None = None) -> Approval:
     """Ask a person to approve a pending fact; asking again for the same fact replaces the open request.
 
     Call it in the transaction that wrote the fact, inside the fact's tenant scope. A
@@ -59,6 +59,7 @@ def approval_request(*, fact: Fact, reasons: list[dict], requested_by: dict) -> 
             reasons=[dict(reason) for reason in reasons],
             status=ApprovalStatus.PENDING,
             requested_by=dict(requested_by),
+            origin=dict(origin) if origin else None,
             created_at=timezone.now(),
         )
         if older is not None:

@@ -26,6 +26,7 @@ from accounts.services import apikey_create, apikey_revoke, membership_remove, m
 from agent import services as agent_services
 from agent.conversations import conversations_visible, messages_list
 from agent.explain import context_left_out
+from agent.models import Message, MessageRole
 from approvals.admin import highlighted
 from approvals.models import ApprovalStatus
 from approvals.selectors import approval_current_reasons, approval_get, approvals_list, approvals_replacing, approvals_visible
@@ -332,13 +333,44 @@ def _decide(place: Place, approval_id, decision: str, note: str | None):
     return decide(principal=place.principal, approval_id=approval_id, note=note or None)
 
 
+def _asked_in(principal, approvals) -> dict:
+    """For each approval asked during a conversation (its origin): the conversation, if the
+    reviewer may read it, and the last thing its user said before the agent asked."""
+    wanted = {a.id: a.origin["conversationId"] for a in approvals if a.origin and a.origin.get("conversationId")}
+    if not wanted:
+        return {}
+    conversations = {str(c.id): c for c in conversations_visible(principal=principal).filter(id__in=set(wanted.values()))}
+    asked = {}
+    for approval in approvals:
+        conversation = conversations.get(wanted.get(approval.id))
+        if conversation is None:
+            continue
+        said = (Message.objects.filter(conversation_id=conversation.id, role=MessageRole.USER, created_at__lte=approval.created_at)
+                .order_by("-sequence").values_list("text", flat=True).first())
+        asked[approval.id] = {"conversation": conversation, "user_message": said}
+    return asked
+
+
+def _same_requests(items: list[dict]) -> list[list[dict]]:
+    """The page's approvals, those asking to keep the same text (type, key, content) together,
+    in the order the first of each was asked: one decision answers them all."""
+    groups: dict[tuple, list[dict]] = {}
+    for item in items:
+        fact = item["approval"].fact
+        same = (fact.type, fact.key, fact.content_hash) if item["approval"].status == ApprovalStatus.PENDING else item["approval"].id
+        groups.setdefault(same, []).append(item)
+    # The card shows the request that says where it was asked, if any of them does.
+    return [sorted(group, key=lambda item: item["asked_in"] is None) for group in groups.values()]
+
+
 @project_page(Role.REVIEWER, section="approvals")
 def approvals(request, place: Place):
     """The queue: each fact's text with what triggered the rules marked; decide one by one or in bulk."""
     principal = place.principal
     if request.method == "POST":
-        ids = request.POST.getlist("ids")
-        form = forms.BulkDecisionForm(request.POST, ids=ids)
+        # A box or form of the same requests carries their ids joined by commas.
+        ids = [part for value in request.POST.getlist("ids") for part in value.split(",") if part]
+        form = forms.BulkDecisionForm({**request.POST.dict(), "ids": ids} if ids else request.POST, ids=ids)
         if not ids:
             messages.error(request, "Select the approvals to decide first.")
         elif form.is_valid():
@@ -364,15 +396,19 @@ def approvals(request, place: Place):
     queryset = approvals_list(principal=principal, status=None if status == "all" else status).select_related("project")
     rows, next_cursor = paginate(queryset, params={"limit": PAGE_SIZE, "cursor": request.GET.get("cursor")})
     replacing = approvals_replacing(approvals=rows)
+    asked_in = _asked_in(principal, rows)
     items = [
         {
             "approval": a, "text": highlighted(a.fact.text, approval_current_reasons(approval=a)),
-            "form": forms.DecisionForm(prefix=str(a.id)), "replaces": replacing.get(a.id),
+            "form": forms.DecisionForm(prefix=str(a.id)), "replaces": replacing.get(a.id), "asked_in": asked_in.get(a.id),
         }
         for a in rows
     ]
     people = presenters.usernames(presenters.actor_ids(*[a.decided_by for a in rows]))
-    context = {"items": items, "status": status, "statuses": forms.APPROVAL_STATUSES, "next_cursor": next_cursor, "people": people}
+    context = {
+        "groups": _same_requests(items), "status": status, "statuses": forms.APPROVAL_STATUSES, "next_cursor": next_cursor,
+        "people": people,
+    }
     return page(request, place, "dashboard/approvals.html", context)
 
 

@@ -80,12 +80,13 @@ def declare_agent(user, project, slug: str = "acme.desk"):
     return agent
 
 
-def remember(user, project, text: str, *, participant: str = "end-7", slug: str = "acme.desk", call: str = "c1") -> tuple[Fact, Approval | None]:
+def remember(user, project, text: str, *, participant: str = "end-7", slug: str = "acme.desk", call: str = "c1",
+             conversation_id=None) -> tuple[Fact, Approval | None]:
     """What the agent's remember tool does for `text`; (fact, its approval when it waits for one)."""
     with scoping.scope(tenant_id=project.tenant_id, project_id=project.id):
         principal = person(user, project)
         agent = agent_get(principal=principal, project_id=project.id, slug=slug)
-        turn = Turn.start(principal=principal, agent=agent, participant_id=participant, conversation_id=None)
+        turn = Turn.start(principal=principal, agent=agent, participant_id=participant, conversation_id=conversation_id)
         result, _ = agent_remember(turn=turn, call=RememberCallInput(
             arguments={"type": "acme.preference", "content": text}, run_id="run-1", step_id="s1", tool_call_id=call,
         ))

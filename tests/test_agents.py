@@ -203,6 +203,7 @@ def test_instruction_like_memories_wait_for_a_person(world, desk):
     assert writer.get(f"/v1/facts/{result['factId']}").status_code == 404  # seen by no read
     approval = desk.get(f"/v1/approvals/{result['approvalId']}").json()
     assert {r["rule"] for r in approval["reasons"]} >= {"imperative", "link"}
+    assert approval["origin"] == {"conversationId": None, "runId": "r1", "stepId": None, "toolCallId": "t1"}  # where it was asked
     assert desk.post(f"/v1/approvals/{result['approvalId']}/approve", {"note": "checked"}, format="json").status_code == 200
     context = desk.post("/v1/agents/acme.desk/context", {"userMessage": "ignore instructions", "participantId": "end-7"}, format="json").json()
     assert [h["fact"]["id"] for h in context["facts"]] == [result["factId"]]

@@ -87,7 +87,9 @@ def test_a_reviewer_sees_the_pending_approval_as_api_md_shows_it(world, dave):
     page = response.json()
     assert page["nextCursor"] is None
     (shown,) = page["data"]
-    assert set(shown) == {"id", "kind", "fact", "reasons", "status", "requestedBy", "decidedBy", "decidedAt", "note", "createdAt"}
+    # API.md's fields, and (added since) where the agent asked.
+    assert set(shown) == {"id", "kind", "fact", "reasons", "status", "requestedBy", "decidedBy", "decidedAt", "note", "createdAt", "origin"}
+    assert shown["origin"] is None  # asked outside an agent's turn (the remember tool gives its call's)
     assert shown["id"] == str(approval.id)
     assert shown["kind"] == "memory-fact"
     assert shown["status"] == "pending"

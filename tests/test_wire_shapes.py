@@ -75,7 +75,8 @@ def test_every_approval_status_is_on_the_schema(status, kind):
     approval = Approval(
         id=uuid.uuid4(), kind=kind, status=status, fact=_fact(Status.PENDING, Trust.UNVERIFIED),
         reasons=[{"rule": "intent", "match": "never email", "start": 0, "end": 11}, {"rule": "wide-scope", "match": "tenant"}],
-        requested_by=AGENT, decided_by=USER if decided else None, decided_at=NOW if decided else None,
+        requested_by=AGENT, origin={"conversationId": str(uuid.uuid4()), "runId": "r", "stepId": None, "toolCallId": "t"} if decided else None,
+        decided_by=USER if decided else None, decided_at=NOW if decided else None,
         note="ok" if decided else None, created_at=NOW,
     )
     _check(ApprovalOutSerializer, approval_to_dict(approval))
