@@ -8,17 +8,22 @@ participant, project and segment; the searching itself is retrieval's.
 
 from __future__ import annotations
 
+import time
+
 from accounts.services import Principal
 from agent.conversations import conversation_find, validate_segment
 from agent.services import check_participant
 from core.errors import ValidationFailed
 from facts.serializers import fact_to_dict
+from retrieval import latency
 from retrieval.recall import recall, recalled_to_dict
 from retrieval.search import Run, facts_retrieve, parse_intent
 
 
 def retrieve(*, principal: Principal, data: dict) -> dict:
-    """`POST /v1/retrieve` for validated input (also the MCP tool memory_recall's door)."""
+    """`POST /v1/retrieve` for validated input (also the MCP tool memory_recall's door); its
+    duration goes to the overview's latency chart (retrieval.latency)."""
+    started = time.perf_counter()
     intents = [parse_intent(raw, index) for index, raw in enumerate(data["intents"])]
     conversation_id = str(data["conversationId"]) if data.get("conversationId") else None
     participant_id = data.get("participantId") or principal.participant_id
@@ -50,6 +55,7 @@ def retrieve(*, principal: Principal, data: dict) -> dict:
     )
     result = facts_retrieve(run=run, intents=[intent for intent in intents if intent.source == "facts"])
     recall(run=run, intents=recall_intents, result=result)
+    latency.observe(tenant_id=principal.tenant_id, project_id=project_id, kind="retrieve", seconds=time.perf_counter() - started)
     return {
         "facts": [
             {"fact": fact_to_dict(hit.fact), "ranks": hit.ranks, "score": hit.score, "intent": hit.intent.as_dict()}

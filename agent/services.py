@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,7 +29,7 @@ from core.times import parse_time
 from facts.content import NAME_PATTERN
 from facts.models import Status, Trust
 from facts.services import FactInput, Provenance, fact_write
-from retrieval import recall as recall_
+from retrieval import latency, recall as recall_
 from retrieval.conflicts import CONFLICT_NOTE, conflict_warning, memory_conflicts
 from retrieval.search import NEEDS_PARTICIPANT, RECALL_SCOPES, Hit, Result, Run, facts_retrieve, parse_intent  # noqa: F401
 from workspaces.tools import memory_block, parse_memory_block  # noqa: F401  (the agent's <memory> block; parse_memory_block for callers)
@@ -397,8 +398,13 @@ def remember(*, principal: Principal, slug: str, data: dict) -> tuple[dict, bool
 
 
 def context(*, principal: Principal, slug: str, data: dict) -> Context:
-    """The per-turn context's one door (`POST /v1/agents/{slug}/context`, MCP memory_context)."""
-    return agent_context(turn=turn_for(principal=principal, slug=slug, data=data), user_message=data["userMessage"])
+    """The per-turn context's one door (`POST /v1/agents/{slug}/context`, MCP memory_context);
+    its duration goes to the overview's latency chart (retrieval.latency)."""
+    started = time.perf_counter()
+    turn = turn_for(principal=principal, slug=slug, data=data)
+    built = agent_context(turn=turn, user_message=data["userMessage"])
+    latency.observe(tenant_id=principal.tenant_id, project_id=turn.agent.project_id, kind="context", seconds=time.perf_counter() - started)
+    return built
 
 
 def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:

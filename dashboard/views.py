@@ -21,6 +21,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from accounts.models import Role
+from accounts.retention import retention_policy_for, retention_policy_set
 from accounts.selectors import apikeys_list, members_list, projects_for_user
 from accounts.services import apikey_create, apikey_revoke, membership_remove, membership_set, role_for
 from agent import services as agent_services
@@ -36,11 +37,10 @@ from core.pagination import paginate
 from core.times import parse_time
 from dashboard import forms, presenters
 from dashboard.access import LAST_PROJECT, Place, not_found, page, project_page, require
-from dashboard.activity import project_activity
+from dashboard.activity import project_activity, read_latency
 from facts import selectors as fact_selectors, services as fact_services
 from facts.filters import FactFilter
 from facts.models import Status, Trust
-from accounts.retention import retention_policy_for, retention_policy_set
 from retrieval.search import Run, facts_retrieve, parse_intent
 from workspaces.services import memory_block_for, memory_graph, memory_namespaces, workspace
 
@@ -124,7 +124,8 @@ def overview(request, place: Place):
         "agent_count": agent_services.agents_list(principal=principal, project_id=place.project.id).count(),
         "conversation_count": conversations_visible(principal=principal).filter(project_id=place.project.id).count(),
         "namespaces": memory_namespaces(principal=principal, project_id=place.project.id)[:5],
-        "activity": project_activity(principal=principal, project_id=place.project.id, reviewer=place.is_reviewer),
+        "activity": [*project_activity(principal=principal, project_id=place.project.id, reviewer=place.is_reviewer),
+                     read_latency(project_id=place.project.id)],
     }
     return page(request, place, "dashboard/overview.html", context)
 

@@ -95,6 +95,15 @@ def remember(user, project, text: str, *, participant: str = "end-7", slug: str 
     return fact, approval
 
 
+def context(user, project, message: str, *, participant: str | None = None, slug: str = "acme.desk"):
+    """What an agent reads before a turn (POST /v1/agents/{slug}/context's service)."""
+    from agent import services as agent_services
+
+    with scoping.scope(tenant_id=project.tenant_id, project_id=project.id):
+        return agent_services.context(principal=person(user, project), slug=slug,
+                                      data={"userMessage": message, "participantId": participant})
+
+
 def conversation(user, project, *, participant=None, replay=False, texts=("Hello",), slug="acme.desk") -> Conversation:
     with scoping.scope(tenant_id=project.tenant_id, project_id=project.id):
         principal = person(user, project)

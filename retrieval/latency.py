@@ -1,0 +1,127 @@
+"""How long the per-turn reads take, measured where they are served, kept as daily histograms.
+
+`observe` adds one read's duration to this process's counts (a dict under a lock: no I/O on
+the request's path). `flush` adds the counts to ReadLatency rows with one upsert per
+(project, day, kind), summing bucket by bucket, so every process of a deployment adds its
+own; it runs on a background thread at most every FLUSH_SECONDS, and when the dashboard
+reads the figures. What a process measured and had not flushed when it stopped is lost:
+these are figures for a chart, not records.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from datetime import date
+
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from core import scoping
+from retrieval.models import ReadLatency
+
+logger = logging.getLogger(__name__)
+
+# Upper bounds, in ms, of the histogram's buckets; the last bucket holds anything slower.
+BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000)
+FLUSH_SECONDS = 30.0
+
+_lock = threading.Lock()
+_counts: dict[tuple, list] = {}  # (tenant, project, day, kind) -> [buckets, count, total_ms]
+_last_flush = time.monotonic()
+_flushing = False
+
+
+def observe(*, tenant_id, project_id, kind: str, seconds: float) -> None:
+    """Count one read of `kind` in the project; starts a flush when one is due."""
+    global _flushing
+    if project_id is None:
+        return
+    ms = seconds * 1000
+    key = (tenant_id, project_id, timezone.now().date(), kind)
+    with _lock:
+        entry = _counts.get(key)
+        if entry is None:
+            entry = _counts[key] = [[0] * (len(BUCKETS_MS) + 1), 0, 0.0]
+        entry[0][bisect.bisect_left(BUCKETS_MS, ms)] += 1
+        entry[1] += 1
+        entry[2] += ms
+        due = not _flushing and time.monotonic() - _last_flush >= FLUSH_SECONDS
+        if due:
+            _flushing = True
+    if due:
+        threading.Thread(target=_flush_in_thread, name="memoryhub-latency", daemon=True).start()
+
+
+def _flush_in_thread() -> None:
+    global _flushing
+    try:
+        flush()
+    except Exception:  # a chart's figures never fail a read; the counts wait for the next flush
+        logger.warning("latency figures not saved; they are kept for the next flush", exc_info=True)
+    finally:
+        _flushing = False
+        close_old_connections()
+        connection.close()
+
+
+_UPSERT = f"""
+INSERT INTO {ReadLatency._meta.db_table} (tenant_id, project_id, day, kind, buckets, count, total_ms)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (project_id, day, kind) DO UPDATE SET
+    buckets = ARRAY(SELECT a + b FROM unnest({ReadLatency._meta.db_table}.buckets, EXCLUDED.buckets) AS u(a, b)),
+    count = {ReadLatency._meta.db_table}.count + EXCLUDED.count,
+    total_ms = {ReadLatency._meta.db_table}.total_ms + EXCLUDED.total_ms
+"""
+
+
+def flush() -> int:
+    """Add this process's counts to the database; returns how many rows it touched."""
+    global _last_flush
+    with _lock:
+        taken = dict(_counts)
+        _counts.clear()
+        _last_flush = time.monotonic()
+    if not taken:
+        return 0
+    try:
+        with connection.cursor() as cursor:
+            cursor.executemany(_UPSERT, [
+                (tenant, project, day, kind, buckets, count, total)
+                for (tenant, project, day, kind), (buckets, count, total) in taken.items()
+            ])
+    except Exception:
+        with _lock:  # put them back: the next flush tries again
+            for key, (buckets, count, total) in taken.items():
+                entry = _counts.setdefault(key, [[0] * (len(BUCKETS_MS) + 1), 0, 0.0])
+                entry[0] = [a + b for a, b in zip(entry[0], buckets)]
+                entry[1] += count
+                entry[2] += total
+        raise
+    return len(taken)
+
+
+def quantile(buckets: list[int], q: float) -> float | None:
+    """The bucket bound under which a fraction `q` of the reads fall (None: no reads)."""
+    total = sum(buckets)
+    if not total:
+        return None
+    seen = 0
+    for index, n in enumerate(buckets):
+        seen += n
+        if seen >= q * total:
+            return float(BUCKETS_MS[index]) if index < len(BUCKETS_MS) else float("inf")
+    return float("inf")  # pragma: no cover
+
+
+def daily(*, project_id, days: list[date]) -> dict[date, list[int]]:
+    """Each day's histogram of the project's reads (all kinds together), flushed first."""
+    flush()
+    found: dict[date, list[int]] = {}
+    with scoping.scopes_disabled():  # the caller gives the project it may read
+        rows = ReadLatency.objects.filter(project_id=project_id, day__gte=days[0], day__lte=days[-1]).values_list("day", "buckets")
+        for day, buckets in rows:
+            found[day] = [a + b for a, b in zip(found.get(day, [0] * len(buckets)), buckets)]
+    return found
