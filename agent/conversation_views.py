@@ -7,6 +7,7 @@ from rest_framework import serializers, status as http
 from rest_framework.response import Response
 
 from agent import conversations
+from agent.models import MessageRole
 from core.api import ApiView, iso_time, validated
 from core.errors import ValidationFailed
 from core.pagination import parse_limit
@@ -42,7 +43,7 @@ class MessagesInSerializer(StrictSerializer):
 class MessageOutSerializer(serializers.Serializer):
     conversationId = serializers.UUIDField()
     sequence = serializers.IntegerField()
-    role = serializers.ChoiceField(choices=["user", "agent", "tool"])
+    role = serializers.ChoiceField(choices=MessageRole.values)
     text = serializers.CharField()
     externalId = serializers.CharField(allow_null=True)
     userId = serializers.CharField()  # a string, as in /v1/me and attributedTo

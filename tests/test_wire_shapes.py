@@ -12,8 +12,13 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from accounts.admin_views import KeySerializer, MemberSerializer, key_to_dict, member_to_dict
+from accounts.models import Access, ApiKey, Membership, Role
+from agent.conversation_views import ConversationOutSerializer, MessageOutSerializer, conversation_to_dict, message_to_dict
+from agent.models import Conversation, Message, MessageRole
 from approvals.models import Approval, ApprovalKind, ApprovalStatus
 from approvals.serializers import ApprovalOutSerializer, approval_to_dict
 from facts.models import Fact, FactRevision, InvalidationReason, Status, Trust
@@ -80,3 +85,24 @@ def test_every_approval_status_is_on_the_schema(status, kind):
         note="ok" if decided else None, created_at=NOW,
     )
     _check(ApprovalOutSerializer, approval_to_dict(approval))
+
+
+@pytest.mark.parametrize(("role", "registered"), list(itertools.product(MessageRole.values, (True, False))))
+def test_every_conversation_and_message_shape_is_on_the_schema(role, registered):
+    conversation = Conversation(
+        id=uuid.uuid4(), agent_slug="acme.desk", participant_id="end-7", segment=None, replay=False,
+        unregistered_at=None if registered else NOW, project_id=uuid.uuid4(), created_at=NOW,
+    )
+    _check(ConversationOutSerializer, conversation_to_dict(conversation))
+    message = Message(conversation_id=conversation.id, sequence=3, role=role, text="hello", external_id=None, user_id=7, created_at=NOW)
+    _check(MessageOutSerializer, message_to_dict(message))
+
+
+@pytest.mark.parametrize(("role", "access"), list(itertools.product(Role.values, Access.values)))
+def test_every_member_and_key_shape_is_on_the_schema(role, access):
+    user = get_user_model()(id=7, username="bob")
+    membership = Membership(id=1, user=user, role=role, project_id=None, created_at=NOW)
+    _check(MemberSerializer, member_to_dict(membership))
+    key = ApiKey(id=uuid.uuid4(), prefix="abc", name="bot", user=user, access=access, participant_id=None,
+                 project_id=uuid.uuid4(), created_at=NOW, last_used_at=None, revoked_at=None)
+    _check(KeySerializer, key_to_dict(key))
