@@ -19,6 +19,11 @@ Data as facts (docs/benchmarks.md, "Retrieval quality"):
   `bench.locomo.turn`, content `{"text": "<Speaker>: <utterance>", "diaId": "D1:3"}`; a
   turn that shares a photo gets its caption appended: `... [shares a photo of ...]`.
   The question is the query; its `evidence` turn ids are the gold.
+- LoCoMo as conversations (`--datasets locomo-chat`): the same turns kept the way an agent
+  keeps what people said, each session one conversation of the participant with the agent
+  `bench.locomo` (`agent.conversations.messages_append`), each turn a `user` message in
+  order; every question runs as a `source: "conversations"` recall intent
+  (`retrieval.recall.recall_intent`), which is where `neighbours` applies.
 - MADial-Bench: the 160-item memory store is written once for one participant (every
   dialogue searches the same store, so one copy ranks exactly as a copy per dialogue
   would), each item a fact of type `bench.madial.memory`, content `{"text": <event>,
@@ -81,6 +86,25 @@ CONFIGS: list[tuple[str, dict]] = [
     ("both, rerank", {"mode": "both", "rerank": True}),
     ("both, match any, fusion score, rerank", {"mode": "both", "match": "any", "fusion": "score", "rerank": True}),
 ]
+# LoCoMo written as conversations (dataset `locomo-chat`), read by recall intents.
+RECALL = {"source": "conversations", "roles": ["user"]}
+CHAT_CONFIGS: list[tuple[str, dict]] = [
+    ("recall: keyword, match any", {**RECALL, "mode": "keyword", "match": "any"}),
+    ("recall: both (RRF)", {**RECALL, "mode": "both"}),
+    ("recall: both, match any, fusion score", {**RECALL, "mode": "both", "match": "any", "fusion": "score"}),
+    ("recall: both (RRF), neighbours .2", {**RECALL, "mode": "both", "neighbours": 0.2}),
+    ("recall: both, match any, fusion score, neighbours .1", {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.1}),
+    ("recall: both, match any, fusion score, neighbours .2", {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.2}),
+    ("recall: both, match any, fusion score, neighbours .3", {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.3}),
+    ("recall: both, match any, fusion score, neighbours .4", {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.4}),
+    ("recall: both, match any, fusion score, neighbours .5", {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.5}),
+    ("recall: both, match any, fusion score, neighbours .7", {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.7}),
+    ("recall: both, match any, fusion score, neighbours 1", {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 1}),
+    ("recall: both (RRF), neighbours .5", {**RECALL, "mode": "both", "neighbours": 0.5}),
+    ("recall: both (RRF), neighbours .8", {**RECALL, "mode": "both", "neighbours": 0.8}),
+]
+ALL_CONFIGS = CONFIGS + CHAT_CONFIGS
+CHAT_AGENT = "bench.locomo"
 
 
 # --- data --------------------------------------------------------------------------------------
@@ -92,6 +116,8 @@ class Doc:
     gold_id: str  # the dataset's id of the item (LoCoMo dia_id, MADial memory id)
     text: str
     content: dict
+    session: int = 0  # LoCoMo: the session the turn was said in (one conversation each, for locomo-chat)
+    said_at: str | None = None  # LoCoMo: the session's date and time, ISO 8601
 
 
 @dataclass
@@ -119,7 +145,16 @@ def locomo_turn_text(turn: dict) -> str:
     return text
 
 
-def load_locomo(path: Path, conversations: int | None = None, questions_per_conversation: int | None = None) -> Dataset:
+def _session_time(text: str | None) -> str | None:
+    from datetime import datetime, timezone
+
+    try:
+        return datetime.strptime(text or "", "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc).isoformat()
+    except ValueError:
+        return None
+
+
+def load_locomo(path: Path, conversations: int | None = None, questions_per_conversation: int | None = None, name: str = "locomo") -> Dataset:
     samples = json.loads(path.read_text())
     if conversations:
         samples = samples[:conversations]
@@ -130,11 +165,12 @@ def load_locomo(path: Path, conversations: int | None = None, questions_per_conv
         conv = sample["conversation"]
         ids = set()
         sessions = sorted((int(k.split("_")[1]), v) for k, v in conv.items() if re.fullmatch(r"session_\d+", k))
-        for _, turns in sessions:
+        for session, turns in sessions:
+            said_at = _session_time(conv.get(f"session_{session}_date_time"))
             for turn in turns:
                 text = locomo_turn_text(turn)
                 ids.add(turn["dia_id"])
-                docs.append(Doc(participant, turn["dia_id"], text, {"text": text, "diaId": turn["dia_id"]}))
+                docs.append(Doc(participant, turn["dia_id"], text, {"text": text, "diaId": turn["dia_id"]}, session, said_at))
         qa = sample["qa"][:questions_per_conversation] if questions_per_conversation else sample["qa"]
         for item in qa:
             # A few evidence lists hold "D8:6; D9:17" in one string; ids that name no turn are dropped.
@@ -143,7 +179,7 @@ def load_locomo(path: Path, conversations: int | None = None, questions_per_conv
                 skipped += 1
                 continue
             questions.append(Question(participant, str(item["question"]), gold, LOCOMO_CATEGORIES.get(item["category"], "?"), half))
-    return Dataset("locomo", docs, questions, skipped)
+    return Dataset(name, docs, questions, skipped)
 
 
 def _madial_utterance(line: str) -> tuple[str, str] | None:
@@ -233,6 +269,36 @@ def write_dataset(principal, dataset: Dataset) -> dict[str, tuple[str, str]]:
     return {fid: value for fid, value in existing.items() if value in wanted}
 
 
+def write_conversations(principal, dataset: Dataset) -> dict[str, tuple[str, str]]:
+    """locomo-chat: each LoCoMo session one conversation of the participant with the agent
+    `bench.locomo`, each turn one message in order (`agent.conversations.messages_append`),
+    role `user` for both speakers (two people talking; neither is the agent), the dia id as
+    `externalId`. A participant whose conversations are already there is not written again.
+    Message id -> (participant, dia id)."""
+    from agent.conversations import ConversationInput, conversation_create, messages_append
+    from agent.models import Agent, Conversation, Message
+    from agent.services import AgentInput, agent_save
+    from core import scoping
+
+    with scoping.scope(tenant_id=principal.tenant_id, project_id=principal.project_id):
+        if not Agent.objects.filter(project_id=principal.project_id, slug=CHAT_AGENT).exists():
+            agent_save(principal=principal, project_id=principal.project_id, data=AgentInput(slug=CHAT_AGENT), create_only=True)
+        present = set(Conversation.objects.filter(agent_slug=CHAT_AGENT).values_list("participant_id", flat=True))
+        sessions: dict[tuple[str, int], list[Doc]] = {}
+        for doc in dataset.docs:
+            if doc.participant not in present:
+                sessions.setdefault((doc.participant, doc.session), []).append(doc)
+        for (participant, _), docs in sessions.items():
+            conversation = conversation_create(principal=principal, data=ConversationInput(agent=CHAT_AGENT, participant_id=participant))
+            messages_append(principal=principal, conversation_id=conversation.id, messages=[
+                {"role": "user", "text": d.text, "externalId": d.gold_id, **({"createdAt": d.said_at} if d.said_at else {})}
+                for d in docs
+            ])
+        wanted = {d.participant for d in dataset.docs}
+        rows = Message.objects.filter(conversation__agent_slug=CHAT_AGENT, conversation__participant_id__in=wanted)
+        return {str(mid): (participant, external) for mid, participant, external in rows.values_list("id", "conversation__participant_id", "external_id")}
+
+
 # --- embeddings --------------------------------------------------------------------------------
 
 
@@ -269,7 +335,8 @@ class Embeddings:
             if kind == "passage":
                 rows.extend(engine.embed_documents(part))
             else:  # in batches through the engine LocalE5 wraps: the same vectors as one by one, ~2x faster
-                rows.extend(engine._engine.query(list(part)).reshape(len(part), -1).tolist())
+                part = [engine.truncate(text, query=True) for text in part]  # as embed_query cuts them
+                rows.extend(engine._query_engine.query(part).reshape(len(part), -1).tolist())
             done = start + len(part)
             rate = done / (time.perf_counter() - started)
             print(f"\r  embedding {name} {kind}s: {done}/{len(texts)} ({rate:.0f}/s)", end="", file=sys.stderr, flush=True)
@@ -279,8 +346,21 @@ class Embeddings:
         return matrix
 
 
-def store_embeddings(fact_ids: list[str], matrix, model: str) -> None:
-    """Write embeddings for these facts in bulk, as facts_embed would one by one."""
+def embedded_by_participant(embeddings: Embeddings, kind: str, name: str, items: list[tuple[str, str]]):
+    """LoCoMo: embedded one conversation at a time (so any number of conversations, and the
+    two LoCoMo datasets, share the cache); MADial: in one piece."""
+    import numpy as np
+
+    if not name.startswith("locomo"):
+        return embeddings.matrix(kind, name, [text for _, text in items])
+    order = list(dict.fromkeys(participant for participant, _ in items))
+    parts = [embeddings.matrix(kind, p, [text for q, text in items if q == p]) for p in order]
+    rows = {p: iter(part) for p, part in zip(order, parts)}
+    return np.asarray([next(rows[p]) for p, _ in items])
+
+
+def store_embeddings(fact_ids: list[str], matrix, model: str, table: str = "facts_fact", id_type: str = "uuid") -> None:
+    """Write embeddings for these facts (or messages) in bulk, as facts_embed would one by one."""
     from django.db import connection, transaction
 
     with transaction.atomic(), connection.cursor() as cursor:
@@ -288,13 +368,13 @@ def store_embeddings(fact_ids: list[str], matrix, model: str) -> None:
             ids = fact_ids[start:start + 1000]
             vectors = ["[" + ",".join(f"{x:.7g}" for x in row) + "]" for row in matrix[start:start + 1000]]
             cursor.execute(
-                """
-                UPDATE facts_fact f SET embedding = v.vec::vector, embedding_model = %s
-                FROM unnest(%s::uuid[], %s::text[]) AS v(id, vec) WHERE f.id = v.id
+                f"""
+                UPDATE {table} f SET embedding = v.vec::vector, embedding_model = %s
+                FROM unnest(%s::{id_type}[], %s::text[]) AS v(id, vec) WHERE f.id = v.id
                 """,
-                [model, ids, vectors],
+                [model, [int(i) for i in ids] if id_type == "bigint" else ids, vectors],
             )
-        cursor.execute("ANALYZE facts_fact")
+        cursor.execute(f"ANALYZE {table}")
 
 
 # --- evaluation --------------------------------------------------------------------------------
@@ -329,6 +409,7 @@ METRICS = [f"{m}@{k}" for m in ("any", "frac") for k in KS]
 
 def evaluate(principal, dataset: Dataset, fact_gold: dict[str, tuple[str, str]], vectors: dict[str, list[float]],
              model: str, configs: list[tuple[str, dict]]) -> dict:
+    from retrieval.recall import recall_intent
     from retrieval.search import Result, Run, parse_intent, run_intent
 
     embedder = CachedQueryEmbedder(model)
@@ -337,12 +418,16 @@ def evaluate(principal, dataset: Dataset, fact_gold: dict[str, tuple[str, str]],
         intent = parse_intent({"scope": "same-user", "limit": max(KS), **raw})
         per_question, started = [], time.perf_counter()
         for q in dataset.questions:
-            run = Run(principal=principal, query=q.query, participant_id=q.participant, project_id=principal.project_id)
+            run = Run(principal=principal, query=q.query, participant_id=q.participant, project_id=principal.project_id, agent_slug=CHAT_AGENT)
             result = Result()
-            hits = run_intent(run, intent, result, embedder=embedder, vector_cache=vectors)
+            if intent.source == "conversations":
+                hits = recall_intent(run, intent, result, embedder=embedder, vector_cache=vectors)
+                ranked = [fact_gold[str(h.message_id)][1] for h in hits]
+            else:
+                hits = run_intent(run, intent, result, embedder=embedder, vector_cache=vectors)
+                ranked = [fact_gold[str(h.fact.id)][1] for h in hits]
             if result.warnings:
                 raise RuntimeError(f"{label}: unexpected warnings {result.warnings}")
-            ranked = [fact_gold[str(h.fact.id)][1] for h in hits]
             per_question.append(scores(ranked, q.gold))
         elapsed = time.perf_counter() - started
         results[label] = {"intent": raw, "ms_per_query": 1000 * elapsed / max(1, len(dataset.questions)), "halves": {}}
@@ -394,13 +479,14 @@ def print_tables(dataset: Dataset, results: dict, *, baselines: bool = True) -> 
                     print(f"| {label} | " + " | ".join(_fmt(row["categories"].get(c, {}).get(metric)) for c in categories) + " |")
     if baselines:
         print(f"\nREADME baselines (offline, all {dataset.name} questions): ")
-        for label, row in BASELINES[dataset.name].items():
+        for label, row in BASELINES[dataset.name.split("-")[0]].items():
             print(f"- {label}: " + ", ".join(f"{m} {_fmt(v)}" for m, v in row.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Retrieval quality on LoCoMo and MADial-Bench through memoryhub's search.")
-    parser.add_argument("--datasets", default="locomo,madial", help="comma-separated: locomo, madial (default both)")
+    parser.add_argument("--datasets", default="locomo,madial",
+                        help="comma-separated: locomo, madial, locomo-chat (LoCoMo as conversations, read by recall) (default locomo,madial)")
     parser.add_argument("--data-dir", type=Path, help="embedded database folder (default: a new temporary one, deleted after)")
     parser.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "memoryhub-bench-quality",
                         help="embedding cache (default /tmp/memoryhub-bench-quality)")
@@ -417,13 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write all figures to this JSON file")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
-    configs = CONFIGS
+    wanted = None
     if args.configs:
         wanted = [label.strip() for label in args.configs.split(";") if label.strip()]
-        if unknown := [label for label in wanted if label not in dict(CONFIGS)]:
-            parser.error(f"unknown configuration(s): {', '.join(unknown)}; known: {', '.join(label for label, _ in CONFIGS)}")
-        configs = [(label, raw) for label, raw in CONFIGS if label in wanted]
-    if unknown := set(names) - {"locomo", "madial"}:
+        if unknown := [label for label in wanted if label not in dict(ALL_CONFIGS)]:
+            parser.error(f"unknown configuration(s): {', '.join(unknown)}; known: {', '.join(label for label, _ in ALL_CONFIGS)}")
+    if unknown := set(names) - {"locomo", "madial", "locomo-chat"}:
         parser.error(f"unknown dataset(s): {', '.join(sorted(unknown))}")
 
     temporary = args.data_dir is None
@@ -442,19 +527,24 @@ def main(argv: list[str] | None = None) -> int:
         out = {"model": embeddings.model, "rrfK": RRF_K, "datasets": {}}
         print(f"memoryhub retrieval quality: model {embeddings.model}, database {data_dir}")
         for name in names:
-            if name == "locomo":
-                dataset = load_locomo(args.locomo, args.conversations, args.questions)
+            chat = name == "locomo-chat"
+            configs = [(label, raw) for label, raw in (CHAT_CONFIGS if chat else CONFIGS) if wanted is None or label in wanted]
+            if not configs:
+                continue
+            if name.startswith("locomo"):
+                dataset = load_locomo(args.locomo, args.conversations, args.questions, name)
             else:
                 dataset = load_madial(args.madial, args.dialogues)
             t0 = time.perf_counter()
-            fact_gold = write_dataset(principal, dataset)
+            fact_gold = write_conversations(principal, dataset) if chat else write_dataset(principal, dataset)
             by_key = {value: fid for fid, value in fact_gold.items()}
             fact_ids = [by_key[(d.participant, d.gold_id)] for d in dataset.docs]
-            print(f"  {name}: {len(fact_ids)} facts written in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-            docs = embeddings.matrix("passage", name, [d.text for d in dataset.docs])
-            store_embeddings(fact_ids, docs, embeddings.model)
+            print(f"  {name}: {len(fact_ids)} {'messages' if chat else 'facts'} written in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            docs = embedded_by_participant(embeddings, "passage", name, [(d.participant, d.text) for d in dataset.docs])
+            store_embeddings(fact_ids, docs, embeddings.model, *(("retrieval_message", "bigint") if chat else ()))
             queries = [q.query.strip() for q in dataset.questions]
-            qmatrix = embeddings.matrix("query", name, queries)  # all of them: one cache entry whichever half runs
+            # all of them: one cache entry whichever half runs
+            qmatrix = embedded_by_participant(embeddings, "query", name, [(q.participant, text) for q, text in zip(dataset.questions, queries)])
             vectors = {text: row.tolist() for text, row in zip(queries, qmatrix)}
             if args.half != "both":
                 dataset.questions = [q for q in dataset.questions if q.half == args.half]

@@ -7,7 +7,8 @@ RRF k = 60 or fusion=score) over messages joined to their conversations. Every c
 conversations, the history window and the participant guard — is in the WHERE clause of
 every leg, and the neighbours either side of a hit are read in the same statement under
 the same message conditions. So a ranked list never holds a message the run may not
-recall.
+recall. `neighbours: w` (off by default) lifts a message by w x the better score of those
+neighbours, and brings the neighbours of the legs' candidates in as candidates.
 
 The guard: a message is recallable only by its person (the run's participant is the
 conversation's), from inside its conversation, or by a key that acts for the whole
@@ -130,15 +131,44 @@ def _conditions(run: Run, intent: Intent, params: dict) -> tuple[list[str], list
     return conds, message_conds
 
 
+_QUOTED = "n.role, n.text, n.sequence, n.created_at, n.external_id"  # what before/after quote of a neighbour
 _NEIGHBOUR = """
     LEFT JOIN LATERAL (
-        SELECT n.role, n.text, n.sequence, n.created_at, n.external_id FROM retrieval_message n
+        SELECT {columns} FROM retrieval_message n
         WHERE n.conversation_id = f.conversation_id AND n.sequence {op} f.sequence AND {where}
         ORDER BY n.sequence {order} LIMIT 1
     ) {alias} ON true"""
 
 
-def _sql(mode: str, where: str, neighbour_where: str, match: str, fusion: str, given_stats: bool = False) -> str:
+# `neighbours: w`: a message's score gains w x the better score of the messages either side
+# of it (the previous and next message the intent recalls, as quoted in before/after), and a
+# message next to a candidate becomes a candidate itself (its own score 0, no ranks): in a
+# conversation the answer is often the message after the one that matches the question.
+# Two index reads per candidate of the legs, so the cost is bounded by their depth.
+def _neighbour_ctes(neighbour_where: str) -> str:
+    """`scored (id, kr, sr, score)`: `fused` with each message lifted by its neighbours' best score."""
+    return f""",
+    beside AS MATERIALIZED (
+        SELECT fu.id, fu.score, b.id AS before_id, a.id AS after_id
+        FROM fused fu JOIN retrieval_message f ON f.id = fu.id
+        {_NEIGHBOUR.format(columns="n.id", op="<", order="DESC", alias="b", where=neighbour_where)}
+        {_NEIGHBOUR.format(columns="n.id", op=">", order="ASC", alias="a", where=neighbour_where)}
+    ),
+    near AS (
+        SELECT id, max(score) AS score FROM (
+            SELECT before_id AS id, score FROM beside WHERE before_id IS NOT NULL
+            UNION ALL
+            SELECT after_id AS id, score FROM beside WHERE after_id IS NOT NULL
+        ) offered GROUP BY id
+    ),
+    scored AS (
+        SELECT COALESCE(fu.id, nr.id) AS id, fu.kr, fu.sr,
+               (COALESCE(fu.score, 0) + %(neighbours)s * COALESCE(nr.score, 0))::float8 AS score
+        FROM fused fu FULL OUTER JOIN near nr ON nr.id = fu.id
+    )"""
+
+
+def _sql(mode: str, where: str, neighbour_where: str, match: str, fusion: str, given_stats: bool = False, neighbours: bool = False) -> str:
     if mode == "none":
         ctes = f"""WITH fused AS (
             SELECT f.id, NULL::bigint AS kr, NULL::bigint AS sr, 0::float8 AS score
@@ -148,16 +178,19 @@ def _sql(mode: str, where: str, neighbour_where: str, match: str, fusion: str, g
         order = "f.created_at DESC, f.id DESC"
     else:
         ctes = fused_ctes(mode, where, match, fusion, MESSAGES_TABLE, given_stats=given_stats)
+        if neighbours:
+            ctes += _neighbour_ctes(neighbour_where)
         order = "fused.score DESC, LEAST(COALESCE(fused.kr, 1000000), COALESCE(fused.sr, 1000000)), f.id"
+    scored = "scored AS fused" if neighbours and mode != "none" else "fused"
     return f"""
     {ctes}
     SELECT f.id, f.role, f.text, f.sequence, f.created_at, f.external_id, f.user_id, f.project_id, f.conversation_id,
            c.participant_id, c.agent_slug, c.created_at, fused.kr, fused.sr, fused.score,
            b.role, b.text, b.sequence, b.created_at, b.external_id,
            a.role, a.text, a.sequence, a.created_at, a.external_id
-    FROM fused JOIN retrieval_message f ON f.id = fused.id JOIN retrieval_conversation c ON c.id = f.conversation_id
-    {_NEIGHBOUR.format(op="<", order="DESC", alias="b", where=neighbour_where)}
-    {_NEIGHBOUR.format(op=">", order="ASC", alias="a", where=neighbour_where)}
+    FROM {scored} JOIN retrieval_message f ON f.id = fused.id JOIN retrieval_conversation c ON c.id = f.conversation_id
+    {_NEIGHBOUR.format(columns=_QUOTED, op="<", order="DESC", alias="b", where=neighbour_where)}
+    {_NEIGHBOUR.format(columns=_QUOTED, op=">", order="ASC", alias="a", where=neighbour_where)}
     ORDER BY {order}
     LIMIT %(limit)s"""
 
@@ -180,7 +213,10 @@ def recall_intent(run: Run, intent: Intent, result: Result, *, embedder: Embedde
     mode = search_mode(run, intent, result, params, embedder=embedder, vector_cache=vector_cache)
     where = " AND ".join(conds)
     given_stats = bm25_stats(intent, mode, where, params, MESSAGES_TABLE)
-    sql = _sql(mode, where, " AND ".join(message_conds), intent.match, intent.fusion, given_stats)
+    neighbours = bool(intent.neighbours) and mode != "none"
+    if neighbours:
+        params["neighbours"] = intent.neighbours
+    sql = _sql(mode, where, " AND ".join(message_conds), intent.match, intent.fusion, given_stats, neighbours)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()

@@ -91,6 +91,7 @@ class Intent:
     roles: tuple[str, ...] = ()  # conversations: the roles recalled (default: users' messages only)
     rerank: bool = False  # facts, a searching mode: the fused candidates reordered by retrieval.rerank
     min_trust: str | None = None  # facts: only facts of at least this trust (TRUST_LEVELS)
+    neighbours: float = 0.0  # conversations, a searching mode: a message gains this x its neighbours' best score (retrieval.recall)
 
     def as_dict(self) -> dict:
         body: dict[str, Any] = {"source": self.source, "scope": self.scope, "mode": self.mode, "limit": self.limit}
@@ -106,6 +107,8 @@ class Intent:
             body["types"] = list(self.types)
         if self.min_trust:
             body["minTrust"] = self.min_trust
+        if self.neighbours:
+            body["neighbours"] = self.neighbours
         return body
 
 
@@ -147,7 +150,7 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
     where = f"intents[{index}]"
     if not isinstance(raw, dict):
         raise ValidationFailed(f"{where} must be an object", errors={where: ["must be an object"]})
-    known = {"source", "types", "scope", "mode", "limit", "roles", "match", "fusion", "rerank", "minTrust"}
+    known = {"source", "types", "scope", "mode", "limit", "roles", "match", "fusion", "rerank", "minTrust", "neighbours"}
     if unknown := sorted(set(raw) - known):
         raise ValidationFailed(f"{where}.{unknown[0]} is not an intent field", errors={f"{where}.{name}": ["unknown field"] for name in unknown})
     source = raw.get("source", "facts")
@@ -200,9 +203,17 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
         raise ValidationFailed(f"{where}.minTrust is for source \"facts\"", errors={f"{where}.minTrust": ["only for facts"]})
     if min_trust is not None and min_trust not in TRUST_LEVELS:
         raise ValidationFailed(f"{where}.minTrust must be one of {', '.join(TRUST_LEVELS)}", errors={f"{where}.minTrust": [f"one of {', '.join(TRUST_LEVELS)}"]})
+    neighbours = raw.get("neighbours", 0)
+    if isinstance(neighbours, bool) or not isinstance(neighbours, (int, float)) or not 0 <= neighbours <= 1:
+        raise ValidationFailed(f"{where}.neighbours must be a number from 0 to 1", errors={f"{where}.neighbours": ["0 to 1"]})
+    if neighbours and (source != "conversations" or mode == "none"):
+        raise ValidationFailed(
+            f"{where}.neighbours is for source \"conversations\" in mode keyword, semantic or both: facts have no neighbours",
+            errors={f"{where}.neighbours": ["only for conversations searched by keyword, semantic or both"]},
+        )
     return Intent(
         scope=scope, mode=mode, limit=limit, types=tuple(types or ()), source=source, match=match, fusion=fusion,
-        roles=roles, rerank=rerank, min_trust=min_trust,
+        roles=roles, rerank=rerank, min_trust=min_trust, neighbours=float(neighbours),
     )
 
 def default_rerank(source: str, mode: str) -> bool:

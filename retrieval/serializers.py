@@ -16,6 +16,10 @@ class IntentSerializer(serializers.Serializer):
     match = serializers.ChoiceField(choices=["all", "any"], required=False, help_text="keyword leg: every word first, then any word by BM25 (default), or any word, BM25-ranked")
     fusion = serializers.ChoiceField(choices=["rrf", "score"], required=False, help_text="mode both: RRF k=60 (default) or mean of min-max normalised scores")
     rerank = serializers.BooleanField(required=False, help_text="facts, modes keyword/semantic/both: reorder the fused candidates by the in-process reranker (default false)")
+    neighbours = serializers.FloatField(
+        required=False, min_value=0, max_value=1,
+        help_text="conversations, modes keyword/semantic/both: a message's score gains this x the better score of the messages either side of it, which become candidates too (default 0: off)",
+    )
     minTrust = serializers.ChoiceField(
         choices=TRUST_ASCENDING, required=False,
         help_text="facts: only facts of at least this trust (at equal relevance, verified > asserted > unverified anyway)",

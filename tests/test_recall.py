@@ -268,6 +268,75 @@ def test_match_any_and_score_fusion_work_for_recall(world):
     assert texts(body) == ["the fridge door squeaks"] and body["recalled"][0]["intent"]["match"] == "any"
 
 
+def test_neighbours_lift_the_messages_beside_a_hit(world, django_assert_num_queries):
+    client = world.client()
+    agent(client)
+    said = ["I went to the support group yesterday", "It was so powerful, I cried", "Anyway, the weather is nice"]
+    conversation(client, *said, participant="end-9", roles=["user"] * 3)
+    conversation(client, "nothing about it here", participant="end-9", roles=["user"])
+    plain = recall(client, "support group", {"scope": "same-user", "mode": "keyword"}, participantId="end-9")
+    [hit] = plain["recalled"]  # the seed's guarantee holds without the option: a keyword-only rank 1 scores 1/61
+    assert hit["message"]["text"] == said[0] and hit["score"] == 1 / 61 and hit["ranks"] == {"keyword": 1}
+    assert "neighbours" not in hit["intent"]
+    lifted = recall(client, "support group", {"scope": "same-user", "mode": "keyword", "neighbours": 0.3}, participantId="end-9")
+    first, second = lifted["recalled"]
+    assert first["message"]["text"] == said[0] and first["score"] == pytest.approx(1 / 61) and first["ranks"] == {"keyword": 1}
+    # the next message shares no word with the query: it comes in as the hit's neighbour, with no rank of its own
+    assert second["message"]["text"] == said[1] and second["score"] == pytest.approx(0.3 / 61) and second["ranks"] == {}
+    assert second["before"]["text"] == said[0] and first["intent"]["neighbours"] == 0.3
+    # both legs, and still one statement per intent
+    intent = {"source": "conversations", "scope": "same-user", "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.2}
+    body = {"query": "support group", "agent": "acme.desk", "participantId": "end-9", "intents": [intent]}
+    client.post("/v1/retrieve", body, format="json")  # warm caches
+    with django_assert_num_queries(2) as captured:  # the key and its role, then the intent's one statement
+        response = client.post("/v1/retrieve", body, format="json")
+    assert captured.captured_queries[-1]["sql"].lstrip().startswith("WITH")
+    found = texts(response.json())
+    assert found[0] == said[0] and said[1] in found
+
+
+def test_neighbours_are_only_messages_the_intent_may_recall(world, settings):
+    settings.MEMORYHUB_RECALL_HISTORY_WINDOW = 2
+    client = world.client()
+    agent(client)
+    # user, agent, user: with roles [user] the user's next message is the hit's neighbour, not the agent's answer
+    conversation(client, "my kettle whistles", "descale it", "thanks, done", participant="end-9", roles=["user", "agent", "user"])
+    body = recall(client, "kettle", {"scope": "same-user", "mode": "keyword", "neighbours": 0.5}, participantId="end-9")
+    assert texts(body) == ["my kettle whistles", "thanks, done"]
+    # same-conversation: the last messages (the history window) are turns the model sees, never recalled or lifted
+    conv = conversation(client, "the oven clock blinks", "it blinks after a power cut", "reset it", participant="end-9", roles=["user"] * 3)
+    body = recall(client, "oven", {"scope": "same-conversation", "mode": "keyword", "neighbours": 0.5}, conversationId=conv["id"], participantId="end-9")
+    assert texts(body) == ["the oven clock blinks"]
+
+
+def test_an_agent_declares_neighbours_and_its_turns_use_them(world):
+    client = world.client()
+    declared = [{"source": "conversations", "scope": "same-user", "mode": "keyword", "neighbours": 0.5, "limit": 3}]
+    assert agent(client, retrieval=declared)["retrieval"][0]["neighbours"] == 0.5
+    conversation(client, "did you fix the boiler", "the plumber came on Tuesday", participant="end-9", roles=["user", "user"])
+    body = client.post("/v1/agents/acme.desk/context", {"userMessage": "the boiler", "participantId": "end-9"}, format="json").json()
+    entries = parse_memory_block(body["messages"][1]["content"])
+    # the match, then its neighbour recalled in its own right (without the option it is only the match's `after`)
+    assert [e["message"]["text"] for e in entries] == ["did you fix the boiler", "the plumber came on Tuesday"]
+
+
+@pytest.mark.parametrize(
+    "intent",
+    [
+        {"source": "facts", "scope": "same-user", "mode": "both", "neighbours": 0.2},  # facts have no neighbours
+        {"source": "conversations", "scope": "same-user", "neighbours": 0.2},  # mode none ranks nothing
+        {"source": "conversations", "scope": "same-user", "mode": "both", "neighbours": 2},
+        {"source": "conversations", "scope": "same-user", "mode": "both", "neighbours": True},
+        {"source": "conversations", "scope": "same-user", "mode": "both", "neighbours": "0.2"},
+    ],
+)
+def test_bad_neighbours_are_clear_validation_errors(world, intent):
+    client = world.client()
+    agent(client)
+    response = client.post("/v1/retrieve", {"query": "x", "agent": "acme.desk", "participantId": "end-9", "intents": [intent]}, format="json")
+    assert response.status_code == 400 and "intents[0].neighbours" in response.json()["errors"], response.json()
+
+
 def test_one_statement_per_recall_intent(world, django_assert_num_queries):
     client = world.client()
     agent(client)
