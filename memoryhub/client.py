@@ -336,8 +336,9 @@ class Approval(TypedDict):
     kind: Literal["memory-fact"]
     fact: Fact
     reasons: list[dict[str, Any]]  # {rule, match, start?, end?}
-    status: Literal["pending", "approved", "rejected"]
+    status: Literal["pending", "approved", "rejected", "superseded"]
     requestedBy: dict[str, Any]
+    origin: dict[str, Any] | None  # {conversationId, runId, stepId, toolCallId} of the remember call
     decidedBy: str | None
     decidedAt: str | None
     note: str

@@ -16,9 +16,10 @@ import threading
 import time
 from datetime import date
 
-from django.db import close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
+from accounts.models import Project
 from core import scoping
 from retrieval.models import ReadLatency
 
@@ -67,9 +68,10 @@ def _flush_in_thread() -> None:
         connection.close()
 
 
+# A project deleted since its reads were counted takes its figures with it (the EXISTS).
 _UPSERT = f"""
 INSERT INTO {ReadLatency._meta.db_table} (tenant_id, project_id, day, kind, buckets, count, total_ms)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
+SELECT %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {Project._meta.db_table} p WHERE p.id = %s)
 ON CONFLICT (project_id, day, kind) DO UPDATE SET
     buckets = ARRAY(SELECT a + b FROM unnest({ReadLatency._meta.db_table}.buckets, EXCLUDED.buckets) AS u(a, b)),
     count = {ReadLatency._meta.db_table}.count + EXCLUDED.count,
@@ -89,7 +91,7 @@ def flush() -> int:
     try:
         with connection.cursor() as cursor:
             cursor.executemany(_UPSERT, [
-                (tenant, project, day, kind, buckets, count, total)
+                (tenant, project, day, kind, buckets, count, total, project)
                 for (tenant, project, day, kind), (buckets, count, total) in taken.items()
             ])
     except Exception:
@@ -117,8 +119,13 @@ def quantile(buckets: list[int], q: float) -> float | None:
 
 
 def daily(*, project_id, days: list[date]) -> dict[date, list[int]]:
-    """Each day's histogram of the project's reads (all kinds together), flushed first."""
-    flush()
+    """Each day's histogram of the project's reads (all kinds together), this process's flushed
+    first (if that fails, the page shows what is stored; the counts wait for the next flush)."""
+    try:
+        with transaction.atomic():
+            flush()
+    except DatabaseError:
+        logger.warning("latency figures not saved before the overview; they are kept for the next flush", exc_info=True)
     found: dict[date, list[int]] = {}
     with scoping.scopes_disabled():  # the caller gives the project it may read
         rows = ReadLatency.objects.filter(project_id=project_id, day__gte=days[0], day__lte=days[-1]).values_list("day", "buckets")

@@ -706,15 +706,15 @@ def test_the_overview_charts_what_memory_did_per_day(world, seed):
     assert written and by_agent and pending
     alice = signed_in(world.alice).get(base())
     series = {s.name: s for s in alice.context["activity"]}
-    assert list(series) == ["written", "remembered", "held", "approved"]
+    assert list(series) == ["written", "remembered", "held", "approved", "latency"]
     assert len(series["written"].counts) == 14
     assert series["written"].counts[-1] == written and series["remembered"].counts[-1] == by_agent
     assert series["held"].counts[-1] == pending and series["approved"].total == 0
     html = alice.content.decode()
-    assert html.count('class="chart"') == 4 and f'<strong class="chart-total">{written}</strong>' in html
+    assert html.count('class="chart"') == 5 and f'<strong class="chart-total">{written}</strong>' in html
     # A viewer's charts hold only what a viewer may read: no approvals, no participant's facts.
     vera = signed_in(seed.vera).get(base())
-    assert [s.name for s in vera.context["activity"]] == ["written", "remembered"]
+    assert [s.name for s in vera.context["activity"]] == ["written", "remembered", "latency"]
     assert vera.context["activity"][0].total < written
     # another tenant's project shows none of this one's
     with scoping.scope(tenant_id=world.globex.id, project_id=world.globex_main.id):
