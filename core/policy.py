@@ -32,7 +32,10 @@ An **act** is what the caller does to it:
 
 `TABLE` maps (act, reach) to the least role it takes and whether a key bound to one
 participant may do it. Changing an object takes the rights that creating it took: a
-tenant-wide fact reaches every project, so only an admin writes, verifies or approves one.
+tenant-wide fact kept for no one reaches every project, so only an admin writes, verifies or
+approves one. An object kept for a participant is theirs wherever it lives (`reach_of`):
+the participant rule decides, as for any of their facts (the write path makes no tenant-wide
+fact for a participant; tests/test_visibility.py holds the SQL and the ORM to this).
 Nobody reaches `other`. Reads in SQL (`fact_condition`, `participant_sql`) are compiled
 from the same table, so a list, a search and a check can never disagree.
 """

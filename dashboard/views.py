@@ -353,12 +353,17 @@ def _asked_in(principal, approvals) -> dict:
 
 
 def _same_requests(items: list[dict]) -> list[list[dict]]:
-    """The page's approvals, those asking to keep the same text (type, key, content) together,
-    in the order the first of each was asked: one decision answers them all."""
+    """The page's pending approvals that ask the same thing on the same terms, together, in
+    the order the first of each was asked: one decision answers them all. The same text, type,
+    reach (tenant-wide or the project's) and reasons; a keyed fact stays alone, since each
+    replaces its own slot's value. Everything the card shows is then true of every member."""
     groups: dict[tuple, list[dict]] = {}
     for item in items:
-        fact = item["approval"].fact
-        same = (fact.type, fact.key, fact.content_hash) if item["approval"].status == ApprovalStatus.PENDING else item["approval"].id
+        approval = item["approval"]
+        fact = approval.fact
+        alike = approval.status == ApprovalStatus.PENDING and fact.key is None
+        rules = tuple(sorted({(r.get("rule"), r.get("match")) for r in approval.reasons}))
+        same = (fact.type, fact.content_hash, fact.project_id is None, rules) if alike else approval.id
         groups.setdefault(same, []).append(item)
     # The card shows the request that says where it was asked, if any of them does.
     return [sorted(group, key=lambda item: item["asked_in"] is None) for group in groups.values()]

@@ -53,7 +53,10 @@ def observe(*, tenant_id, project_id, kind: str, seconds: float) -> None:
         if due:
             _flushing = True
     if due:
-        threading.Thread(target=_flush_in_thread, name="memoryhub-latency", daemon=True).start()
+        try:
+            threading.Thread(target=_flush_in_thread, name="memoryhub-latency", daemon=True).start()
+        except RuntimeError:  # no new threads (the interpreter is shutting down): the next read tries
+            _flushing = False
 
 
 def _flush_in_thread() -> None:
