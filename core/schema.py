@@ -69,6 +69,15 @@ PROBLEM_STATUSES = {
 }
 
 
+def api_operations(result):
+    """(path, operation) for every authenticated operation of a generated schema (the /v1 API),
+    for the POSTPROCESSING_HOOKS that complete them (this module's and facts.schema's)."""
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            if method in {"get", "post", "put", "patch", "delete"} and operation.get("security"):
+                yield path, operation
+
+
 def problem_responses(result, generator, request, public):
     """POSTPROCESSING_HOOKS entry: every /v1 operation documents its problem+json errors.
 
@@ -77,19 +86,16 @@ def problem_responses(result, generator, request, public):
     """
     result.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
     problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
-    for path, operations in result.get("paths", {}).items():
-        for method, operation in operations.items():
-            if method not in {"get", "post", "put", "patch", "delete"} or not operation.get("security"):
-                continue
-            for parameter in operation.get("parameters", []):
-                if parameter["in"] == "query" and not parameter.get("required"):
-                    # Every view reads `?name=` (empty) as "not given".
-                    parameter["allowEmptyValue"] = True
-            responses = operation.setdefault("responses", {})
-            for status, description in PROBLEM_STATUSES.items():
-                responses.setdefault(status, {"description": description, "content": problem})
-            if path.endswith("/supersede"):
-                responses.setdefault("428", {"description": "precondition-required: send expectVersion or If-Match", "content": problem})
+    for path, operation in api_operations(result):
+        for parameter in operation.get("parameters", []):
+            if parameter["in"] == "query" and not parameter.get("required"):
+                # Every view reads `?name=` (empty) as "not given".
+                parameter["allowEmptyValue"] = True
+        responses = operation.setdefault("responses", {})
+        for status, description in PROBLEM_STATUSES.items():
+            responses.setdefault(status, {"description": description, "content": problem})
+        if path.endswith("/supersede"):
+            responses.setdefault("428", {"description": "precondition-required: send expectVersion or If-Match", "content": problem})
     return result
 
 

@@ -3,6 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.schema import api_operations
 from facts.content import MAX_NAME_LENGTH, NAME_PATTERN
 
 # facts.content.NAME_PATTERN, less the "/" that one path segment cannot hold.
@@ -16,13 +17,10 @@ class NameField(serializers.CharField):
 
 def name_patterns(result, generator, request, public):
     """POSTPROCESSING_HOOKS entry: path parameters that are names carry the name pattern."""
-    for operations in result.get("paths", {}).values():
-        for method, operation in operations.items():
-            if method not in {"get", "post", "put", "patch", "delete"}:
-                continue
-            for parameter in operation.get("parameters", []):
-                if parameter["in"] == "path" and parameter["name"] == "namespace":
-                    parameter["schema"]["pattern"] = WORKSPACE_NAMESPACE
-                elif parameter["in"] == "path" and parameter["name"] == "key":  # an entry's or profile's key
-                    parameter["schema"]["pattern"] = NAME_PATTERN.pattern
+    for _, operation in api_operations(result):
+        for parameter in operation.get("parameters", []):
+            if parameter["in"] == "path" and parameter["name"] == "namespace":
+                parameter["schema"]["pattern"] = WORKSPACE_NAMESPACE
+            elif parameter["in"] == "path" and parameter["name"] == "key":  # an entry's or profile's key
+                parameter["schema"]["pattern"] = NAME_PATTERN.pattern
     return result

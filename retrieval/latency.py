@@ -35,6 +35,18 @@ _last_flush = time.monotonic()
 _flushing = False
 
 
+def _entry(key: tuple) -> list:
+    """This process's [buckets, count, total_ms] for `key`, made empty if new (hold `_lock`)."""
+    entry = _counts.get(key)
+    if entry is None:
+        entry = _counts[key] = [[0] * (len(BUCKETS_MS) + 1), 0, 0.0]
+    return entry
+
+
+def _summed(a: list[int], b: list[int]) -> list[int]:
+    return [x + y for x, y in zip(a, b, strict=True)]
+
+
 def observe(*, tenant_id, project_id, kind: str, seconds: float) -> None:
     """Count one read of `kind` in the project; starts a flush when one is due."""
     global _flushing
@@ -43,9 +55,7 @@ def observe(*, tenant_id, project_id, kind: str, seconds: float) -> None:
     ms = seconds * 1000
     key = (tenant_id, project_id, timezone.now().date(), kind)
     with _lock:
-        entry = _counts.get(key)
-        if entry is None:
-            entry = _counts[key] = [[0] * (len(BUCKETS_MS) + 1), 0, 0.0]
+        entry = _entry(key)
         entry[0][bisect.bisect_left(BUCKETS_MS, ms)] += 1
         entry[1] += 1
         entry[2] += ms
@@ -100,8 +110,8 @@ def flush() -> int:
     except Exception:
         with _lock:  # put them back: the next flush tries again
             for key, (buckets, count, total) in taken.items():
-                entry = _counts.setdefault(key, [[0] * (len(BUCKETS_MS) + 1), 0, 0.0])
-                entry[0] = [a + b for a, b in zip(entry[0], buckets)]
+                entry = _entry(key)
+                entry[0] = _summed(entry[0], buckets)
                 entry[1] += count
                 entry[2] += total
         raise
@@ -133,5 +143,5 @@ def daily(*, project_id, days: list[date]) -> dict[date, list[int]]:
     with scoping.scopes_disabled():  # the caller gives the project it may read
         rows = ReadLatency.objects.filter(project_id=project_id, day__gte=days[0], day__lte=days[-1]).values_list("day", "buckets")
         for day, buckets in rows:
-            found[day] = [a + b for a, b in zip(found.get(day, [0] * len(buckets)), buckets)]
+            found[day] = _summed(found[day], buckets) if day in found else list(buckets)
     return found
