@@ -85,6 +85,7 @@ CONFIGS: list[tuple[str, dict]] = [
     ("both, match any, fusion score", {"mode": "both", "match": "any", "fusion": "score"}),
     ("both, rerank", {"mode": "both", "rerank": True}),
     ("both, match any, fusion score, rerank", {"mode": "both", "match": "any", "fusion": "score", "rerank": True}),
+    ("both, match any, fusion score, keyword weight .7", {"mode": "both", "match": "any", "fusion": "score", "keywordWeight": 0.7}),
 ]
 # LoCoMo written as conversations (dataset `locomo-chat`), read by recall intents.
 RECALL = {"source": "conversations", "roles": ["user"]}
@@ -102,6 +103,12 @@ CHAT_CONFIGS: list[tuple[str, dict]] = [
     ("recall: both, match any, fusion score, neighbours 1", {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 1}),
     ("recall: both (RRF), neighbours .5", {**RECALL, "mode": "both", "neighbours": 0.5}),
     ("recall: both (RRF), neighbours .8", {**RECALL, "mode": "both", "neighbours": 0.8}),
+    ("recall: both, match any, fusion score, neighbours .5, keyword weight .6",
+     {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.5, "keywordWeight": 0.6}),
+    ("recall: both, match any, fusion score, neighbours .5, keyword weight .7",
+     {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.5, "keywordWeight": 0.7}),
+    ("recall: both, match any, fusion score, neighbours .5, keyword weight .8",
+     {**RECALL, "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.5, "keywordWeight": 0.8}),
 ]
 ALL_CONFIGS = CONFIGS + CHAT_CONFIGS
 CHAT_AGENT = "bench.locomo"
@@ -416,8 +423,9 @@ def evaluate(principal, dataset: Dataset, fact_gold: dict[str, tuple[str, str]],
     results: dict[str, dict] = {}
     for label, raw in configs:
         intent = parse_intent({"scope": "same-user", "limit": max(KS), **raw})
-        per_question, started = [], time.perf_counter()
+        per_question, started, took = [], time.perf_counter(), []
         for q in dataset.questions:
+            t0 = time.perf_counter()
             run = Run(principal=principal, query=q.query, participant_id=q.participant, project_id=principal.project_id, agent_slug=CHAT_AGENT)
             result = Result()
             if intent.source == "conversations":
@@ -426,11 +434,17 @@ def evaluate(principal, dataset: Dataset, fact_gold: dict[str, tuple[str, str]],
             else:
                 hits = run_intent(run, intent, result, embedder=embedder, vector_cache=vectors)
                 ranked = [fact_gold[str(h.fact.id)][1] for h in hits]
+            took.append(1000 * (time.perf_counter() - t0))
             if result.warnings:
                 raise RuntimeError(f"{label}: unexpected warnings {result.warnings}")
             per_question.append(scores(ranked, q.gold))
         elapsed = time.perf_counter() - started
-        results[label] = {"intent": raw, "ms_per_query": 1000 * elapsed / max(1, len(dataset.questions)), "halves": {}}
+        took.sort()
+        results[label] = {
+            "intent": raw, "ms_per_query": 1000 * elapsed / max(1, len(dataset.questions)), "halves": {},
+            # the search alone (the query's vector is cached), in-process, one at a time
+            "p50_ms": took[len(took) // 2] if took else None, "p95_ms": took[int(0.95 * (len(took) - 1))] if took else None,
+        }
         for half in HALVES:
             rows = [(s, q) for s, q in zip(per_question, dataset.questions) if q.half == half]
             if rows:
@@ -464,10 +478,12 @@ def print_tables(dataset: Dataset, results: dict, *, baselines: bool = True) -> 
             continue
         count = next(iter(rows.values()))["questions"]
         print(f"\n#### {dataset.name}, {half} half ({count} questions)\n")
-        print("| retrieval | " + " | ".join(METRICS) + " | ms/query |")
-        print("|---|" + "---|" * (len(METRICS) + 1))
+        print("| retrieval | " + " | ".join(METRICS) + " | ms/query | p50 / p95 ms |")
+        print("|---|" + "---|" * (len(METRICS) + 2))
         for label, row in rows.items():
-            print(f"| {label} | " + " | ".join(_fmt(row["overall"][m]) for m in METRICS) + f" | {results[label]['ms_per_query']:.1f} |")
+            timing = results[label]
+            print(f"| {label} | " + " | ".join(_fmt(row["overall"][m]) for m in METRICS)
+                  + f" | {timing['ms_per_query']:.1f} | {timing['p50_ms']:.1f} / {timing['p95_ms']:.1f} |")
         categories = sorted({c for row in rows.values() for c in row["categories"]})
         if len(categories) > 1:
             counts = {c: sum(1 for q in dataset.questions if q.category == c and q.half == half) for c in categories}

@@ -11,7 +11,8 @@ the behaviour above (docs/benchmarks.md has the measurements behind them):
 - `fusion` (mode both): `rrf` (default): score = sum of 1 / (60 + rank) over the legs.
   `score`: each leg's scores are min-max normalised over its candidates (keyword: its rank
   value; semantic: cosine similarity) and averaged, so a leg counts by how far a fact is
-  ahead of the others there, not only by its place.
+  ahead of the others there, not only by its place. `keywordWeight` (default 0.5) is the
+  keyword leg's share of that average, the semantic leg's the rest.
 
 Trust (`TRUST_ORDER`): at equal relevance a fact a person verified comes before an asserted
 one, and that before an agent's unverified guess. It is a tie-break, not a boost: within a
@@ -55,6 +56,7 @@ MODES = ("none", "keyword", "semantic", "both")
 MATCHES = ("all", "any")  # keyword leg: every word (web-search syntax) or any word (BM25)
 FUSIONS = ("rrf", "score")  # mode both: reciprocal rank fusion or mean of min-max normalised scores
 BM25_K1, BM25_B = 1.2, 0.75
+DEFAULT_KEYWORD_WEIGHT = 0.5  # fusion score: the keyword leg's share (intent option keywordWeight)
 FACT_SCOPES = ("same-conversation", "same-user", "same-project", "tenant")
 RECALL_SCOPES = ("same-user", "same-conversation", "same-segment", "same-project")
 RECALL_ROLES = ("user", "agent")
@@ -92,6 +94,7 @@ class Intent:
     rerank: bool = False  # facts, a searching mode: the fused candidates reordered by retrieval.rerank
     min_trust: str | None = None  # facts: only facts of at least this trust (TRUST_LEVELS)
     neighbours: float = 0.0  # conversations, a searching mode: a message gains this x its neighbours' best score (retrieval.recall)
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT  # mode both, fusion score: the keyword leg's share of the score
 
     def as_dict(self) -> dict:
         body: dict[str, Any] = {"source": self.source, "scope": self.scope, "mode": self.mode, "limit": self.limit}
@@ -109,6 +112,8 @@ class Intent:
             body["minTrust"] = self.min_trust
         if self.neighbours:
             body["neighbours"] = self.neighbours
+        if self.keyword_weight != DEFAULT_KEYWORD_WEIGHT:
+            body["keywordWeight"] = self.keyword_weight
         return body
 
 
@@ -150,7 +155,7 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
     where = f"intents[{index}]"
     if not isinstance(raw, dict):
         raise ValidationFailed(f"{where} must be an object", errors={where: ["must be an object"]})
-    known = {"source", "types", "scope", "mode", "limit", "roles", "match", "fusion", "rerank", "minTrust", "neighbours"}
+    known = {"source", "types", "scope", "mode", "limit", "roles", "match", "fusion", "rerank", "minTrust", "neighbours", "keywordWeight"}
     if unknown := sorted(set(raw) - known):
         raise ValidationFailed(f"{where}.{unknown[0]} is not an intent field", errors={f"{where}.{name}": ["unknown field"] for name in unknown})
     source = raw.get("source", "facts")
@@ -211,9 +216,17 @@ def parse_intent(raw: Any, index: int = 0) -> Intent:
             f"{where}.neighbours is for source \"conversations\" in mode keyword, semantic or both: facts have no neighbours",
             errors={f"{where}.neighbours": ["only for conversations searched by keyword, semantic or both"]},
         )
+    keyword_weight = raw.get("keywordWeight", DEFAULT_KEYWORD_WEIGHT)
+    if isinstance(keyword_weight, bool) or not isinstance(keyword_weight, (int, float)) or not 0 <= keyword_weight <= 1:
+        raise ValidationFailed(f"{where}.keywordWeight must be a number from 0 to 1", errors={f"{where}.keywordWeight": ["0 to 1"]})
+    if "keywordWeight" in raw and (mode != "both" or fusion != "score"):
+        raise ValidationFailed(
+            f"{where}.keywordWeight is for mode both with fusion score: RRF counts places, not scores",
+            errors={f"{where}.keywordWeight": ["only for mode both with fusion score"]},
+        )
     return Intent(
         scope=scope, mode=mode, limit=limit, types=tuple(types or ()), source=source, match=match, fusion=fusion,
-        roles=roles, rerank=rerank, min_trust=min_trust, neighbours=float(neighbours),
+        roles=roles, rerank=rerank, min_trust=min_trust, neighbours=float(neighbours), keyword_weight=float(keyword_weight),
     )
 
 def default_rerank(source: str, mode: str) -> bool:
@@ -387,7 +400,7 @@ def bm25_stats(intent: Intent, mode: str, where: str, params: dict, table: str =
 
 
 # Parameters that belong to the query, not to the scope.
-_QUERY_PARAMS = {"query", "config", "vector", "model", "limit", "depth", "sem_depth", "k", "exact_below", "bm25_n", "bm25_avgdl"}
+_QUERY_PARAMS = {"query", "config", "vector", "model", "limit", "depth", "sem_depth", "k", "exact_below", "bm25_n", "bm25_avgdl", "kw_weight"}
 
 
 # A participant with fewer facts than this is searched exactly (every row compared), more
@@ -405,7 +418,12 @@ def _participant_size(cap: str) -> str:
 _SMALL_PARTICIPANT = _participant_size("exact_below") + " < %(exact_below)s"
 
 
-def _semantic_leg(where: str, normalise: bool = False, table: str = FACTS_TABLE, exact_below: bool = False) -> str:
+def _semantic_leg(where: str, normalise: bool = False, table: str = FACTS_TABLE, exact_below: bool = False,
+                  window: str | None = None) -> str:
+    """`sem (id, distance)`, nearest first, and `sem_ranked`. `window`: CTEs of the caller's
+    that define `sem` themselves (recall's messages read with their neighbours)."""
+    if window is not None:
+        return window + _ranked("sem", "distance", "(1 - distance)", normalise, table)
     candidates = f"""
         SELECT f.id, f.embedding <=> %(vector)s::vector AS distance
         FROM {table}
@@ -491,20 +509,21 @@ def _sql(
 
 def fused_ctes(
     intent_mode: str, where: str, match: str = "all", fusion: str = "rrf", table: str = FACTS_TABLE,
-    exact_below: bool = False, given_stats: bool = False,
+    exact_below: bool = False, given_stats: bool = False, semantic_window: str | None = None,
 ) -> str:
-    """`WITH ... fused AS (id, kr, sr, score)`: the ranked legs over `table` (aliased f) and their fusion."""
+    """`WITH ... fused AS (id, kr, sr, score)`: the ranked legs over `table` (aliased f) and their fusion.
+    `semantic_window`: the semantic leg's `sem` as the caller defines it (`_semantic_leg`)."""
     legs = []
     normalise = intent_mode == "both" and fusion == "score"
     if intent_mode in ("keyword", "both"):
         legs.append(_keyword_leg(where, match, normalise, table, given_stats))
     if intent_mode in ("semantic", "both"):
-        legs.append(_semantic_leg(where, normalise, table, exact_below))
+        legs.append(_semantic_leg(where, normalise, table, exact_below, semantic_window))
     if normalise:
         fused = """
         fused AS (
             SELECT COALESCE(k.id, s.id) AS id, k.r AS kr, s.r AS sr,
-                   (0.5 * COALESCE(k.norm, 0) + 0.5 * COALESCE(s.norm, 0))::float8 AS score
+                   (%(kw_weight)s * COALESCE(k.norm, 0) + (1 - %(kw_weight)s) * COALESCE(s.norm, 0))::float8 AS score
             FROM kw_ranked k FULL OUTER JOIN sem_ranked s ON s.id = k.id
         )"""
     elif intent_mode == "both":
@@ -633,7 +652,7 @@ def intent_params(run: Run, intent: Intent, result: Result) -> dict[str, Any] | 
         result.warn("memory-needs-participant", NEEDS_PARTICIPANT.format(who=run.who))
         return None
     depth = max(MIN_DEPTH, 4 * intent.limit)
-    return {"limit": intent.limit, "k": RRF_K, "depth": depth, "sem_depth": semantic_depth(intent, depth)}
+    return {"limit": intent.limit, "k": RRF_K, "depth": depth, "sem_depth": semantic_depth(intent, depth), "kw_weight": intent.keyword_weight}
 
 
 def semantic_depth(intent: Intent, depth: int) -> int:

@@ -18,7 +18,11 @@ class IntentSerializer(serializers.Serializer):
     rerank = serializers.BooleanField(required=False, help_text="facts, modes keyword/semantic/both: reorder the fused candidates by the in-process reranker (default false)")
     neighbours = serializers.FloatField(
         required=False, min_value=0, max_value=1,
-        help_text="conversations, modes keyword/semantic/both: a message's score gains this x the better score of the messages either side of it, which become candidates too (default 0: off)",
+        help_text="conversations, modes keyword/semantic/both: a message's score gains this x the better score of the messages either side of it, which become candidates too, and the semantic leg reads each message with its neighbours at this weight (default 0: off)",
+    )
+    keywordWeight = serializers.FloatField(
+        required=False, min_value=0, max_value=1,
+        help_text="mode both with fusion score: the keyword leg's share of the score, the semantic leg's the rest (default 0.5)",
     )
     minTrust = serializers.ChoiceField(
         choices=TRUST_ASCENDING, required=False,

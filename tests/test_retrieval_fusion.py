@@ -68,6 +68,11 @@ def test_defaults_keep_todays_intent_and_echo():
         ({"scope": "same-user", "mode": "both", "fusion": "max"}, "intents[0].fusion"),
         ({"scope": "same-user", "mode": "keyword", "fusion": "score"}, "intents[0].fusion"),
         ({"scope": "same-user", "mode": "both", "match": ["any"]}, "intents[0].match"),
+        ({"scope": "same-user", "mode": "both", "keywordWeight": 0.7}, "intents[0].keywordWeight"),  # RRF counts places
+        ({"scope": "same-user", "mode": "keyword", "keywordWeight": 0.7}, "intents[0].keywordWeight"),
+        ({"scope": "same-user", "mode": "both", "fusion": "score", "keywordWeight": 1.5}, "intents[0].keywordWeight"),
+        ({"scope": "same-user", "mode": "both", "fusion": "score", "keywordWeight": True}, "intents[0].keywordWeight"),
+        ({"scope": "same-user", "mode": "both", "fusion": "score", "keywordWeight": "0.7"}, "intents[0].keywordWeight"),
     ],
 )
 def test_bad_options_are_clear_validation_errors(world, intent, field):
@@ -249,6 +254,22 @@ def test_fusion_score_is_the_mean_of_min_max_normalised_leg_scores(hand_made):
     ranks = {by_id[str(h.fact.id)]: h.ranks for h in hits}
     assert ranks["x"] == {"keyword": 1, "semantic": 4} and ranks["z"] == {"semantic": 3}
     assert hits[0].intent.as_dict()["fusion"] == "score"
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.7, 1])
+def test_keyword_weight_is_the_keyword_legs_share_of_the_score(hand_made, weight):
+    run, facts, similarity, keyword = hand_made
+    intent = parse_intent({"scope": "same-user", "mode": "both", "match": "any", "fusion": "score", "keywordWeight": weight})
+    hits = run_intent(run, intent, Result(), embedder=StubEmbedder(unit(1.0, 0.0)))
+    kw_norm, sem_norm = _minmax(keyword), _minmax(similarity)
+    expected = {name: weight * kw_norm.get(name, 0.0) + (1 - weight) * sem_norm[name] for name in facts}
+    by_id = {facts[name]["id"]: name for name in facts}
+    assert {by_id[str(h.fact.id)]: h.score for h in hits} == pytest.approx(expected, abs=1e-6)
+    assert [by_id[str(h.fact.id)] for h in hits] == sorted(expected, key=lambda n: -expected[n])
+    # all semantic: y (the query's own direction) leads; all keyword: x (every word); 0.5 gives w (test above)
+    assert by_id[str(hits[0].fact.id)] == {0.0: "y", 0.7: "x", 1: "x"}[weight]
+    assert hits[0].intent.as_dict()["keywordWeight"] == weight
+    assert parse_intent(hits[0].intent.as_dict()) == intent  # the echo is a valid intent again
 
 
 def test_plain_both_is_rrf(hand_made):
