@@ -7,8 +7,9 @@ RRF k = 60 or fusion=score) over messages joined to their conversations. Every c
 conversations, the history window and the participant guard — is in the WHERE clause of
 every leg, and the neighbours either side of a hit are read in the same statement under
 the same message conditions. So a ranked list never holds a message the run may not
-recall. `neighbours: w` (off by default) lifts a message by w x the better score of those
-neighbours, and brings the neighbours of the legs' candidates in as candidates.
+recall. `neighbours: w` (off by default) lifts a message by w x the scores of the candidates
+next to it (w/2 two messages away), brings those messages in as candidates, and has the
+semantic leg read each message together with the messages either side.
 
 The guard: a message is recallable only by its person (the run's participant is the
 conversation's), from inside its conversation, or by a key that acts for the whole
@@ -140,32 +141,95 @@ _NEIGHBOUR = """
     ) {alias} ON true"""
 
 
-# `neighbours: w`: a message's score gains w x the better score of the messages either side
-# of it (the previous and next message the intent recalls, as quoted in before/after), and a
-# message next to a candidate becomes a candidate itself (its own score 0, no ranks): in a
-# conversation the answer is often the message after the one that matches the question.
-# Two index reads per candidate of the legs, so the cost is bounded by their depth.
+# `neighbours: w`: a message's score gains w x the fused score of each candidate of the legs
+# next to it, and w/2 x that of each candidate two messages away (neighbours as quoted in
+# before/after: the messages either side the intent may recall), and those messages become
+# candidates themselves (own score 0, no ranks): in a conversation the answer is often the
+# message after the one that matches the question, or the one after that. Two index range
+# reads (at most two rows each) per candidate of the legs, so the cost is bounded by their depth.
+_SIDE = """
+            (SELECT id, CASE WHEN place = 1 THEN 1.0 ELSE 0.5 END AS reach FROM (
+                SELECT n.id, row_number() OVER (ORDER BY n.sequence {order}) AS place FROM (
+                    SELECT n.id, n.sequence FROM retrieval_message n
+                    WHERE n.conversation_id = f.conversation_id AND n.sequence {op} f.sequence AND {where}
+                    ORDER BY n.sequence {order} LIMIT 2
+                ) n
+            ) placed)"""
+
+
 def _neighbour_ctes(neighbour_where: str) -> str:
-    """`scored (id, kr, sr, score)`: `fused` with each message lifted by its neighbours' best score."""
+    """`scored (id, kr, sr, score)`: `fused` with each message lifted by the candidates near it."""
+    before = _SIDE.format(op="<", order="DESC", where=neighbour_where)
+    after = _SIDE.format(op=">", order="ASC", where=neighbour_where)
     return f""",
     beside AS MATERIALIZED (
-        SELECT fu.id, fu.score, b.id AS before_id, a.id AS after_id
+        SELECT x.id, fu.score * x.reach AS lift
         FROM fused fu JOIN retrieval_message f ON f.id = fu.id
-        {_NEIGHBOUR.format(columns="n.id", op="<", order="DESC", alias="b", where=neighbour_where)}
-        {_NEIGHBOUR.format(columns="n.id", op=">", order="ASC", alias="a", where=neighbour_where)}
+        CROSS JOIN LATERAL ({before}
+            UNION ALL{after}
+        ) x
     ),
-    near AS (
-        SELECT id, max(score) AS score FROM (
-            SELECT before_id AS id, score FROM beside WHERE before_id IS NOT NULL
-            UNION ALL
-            SELECT after_id AS id, score FROM beside WHERE after_id IS NOT NULL
-        ) offered GROUP BY id
-    ),
+    near AS (SELECT id, sum(lift) AS score FROM beside GROUP BY id),
     scored AS (
         SELECT COALESCE(fu.id, nr.id) AS id, fu.kr, fu.sr,
                (COALESCE(fu.score, 0) + %(neighbours)s * COALESCE(nr.score, 0))::float8 AS score
         FROM fused fu FULL OUTER JOIN near nr ON nr.id = fu.id
     )"""
+
+
+# `neighbours: w` also reads each message together with the messages either side for the
+# semantic leg: its similarity to the question is that of the window v + w (before + after)
+# (each vector unit length), ranked over the leg's nearest messages and their neighbours. A
+# question often matches a turn only with its context ("Did you go?" / "Yes, on Sunday").
+# From cosines alone, so no vector is written for it:
+#   sim = (c + w cb + w ca) / |v + w vb + w va|,
+#   |..|^2 = 1 + w^2 [b] + w^2 [a] + 2w cos(v, vb) + 2w cos(v, va) + 2w^2 cos(vb, va),
+# where c, cb, ca are the cosines to the question, and a neighbour without an embedding of the
+# model counts as absent.
+def _window_semantic(where: str, neighbour_where: str) -> str:
+    embedded = "n.embedding_model = %(model)s AND n.embedding IS NOT NULL"
+    side = neighbour_where + " AND " + embedded
+    lateral = _NEIGHBOUR.format(columns="n.id, n.embedding", op="{op}", order="{order}", alias="{alias}", where=side)
+    return f"""
+    sem_near AS MATERIALIZED (
+        SELECT f.id, f.conversation_id, f.sequence FROM {MESSAGES_TABLE}
+        WHERE {where} AND f.embedding_model = %(model)s AND f.embedding IS NOT NULL
+        ORDER BY f.embedding <=> %(vector)s::vector
+        LIMIT %(sem_depth)s
+    ),
+    sem_pool AS MATERIALIZED (
+        SELECT id FROM sem_near
+        UNION
+        SELECT x.id FROM sem_near f, LATERAL (
+            (SELECT n.id FROM retrieval_message n WHERE n.conversation_id = f.conversation_id AND n.sequence < f.sequence AND {side}
+             ORDER BY n.sequence DESC LIMIT 1)
+            UNION ALL
+            (SELECT n.id FROM retrieval_message n WHERE n.conversation_id = f.conversation_id AND n.sequence > f.sequence AND {side}
+             ORDER BY n.sequence ASC LIMIT 1)
+        ) x
+    ),
+    sem_window AS MATERIALIZED (
+        SELECT p.id,
+               1 - (f.embedding <=> %(vector)s::vector) AS c,
+               CASE WHEN b.id IS NULL THEN 0 ELSE 1 - (b.embedding <=> %(vector)s::vector) END AS cb,
+               CASE WHEN a.id IS NULL THEN 0 ELSE 1 - (a.embedding <=> %(vector)s::vector) END AS ca,
+               CASE WHEN b.id IS NULL THEN 0 ELSE 1 END AS hb,
+               CASE WHEN a.id IS NULL THEN 0 ELSE 1 END AS ha,
+               CASE WHEN b.id IS NULL THEN 0 ELSE 1 - (f.embedding <=> b.embedding) END AS vb,
+               CASE WHEN a.id IS NULL THEN 0 ELSE 1 - (f.embedding <=> a.embedding) END AS va,
+               CASE WHEN a.id IS NULL OR b.id IS NULL THEN 0 ELSE 1 - (b.embedding <=> a.embedding) END AS ba
+        FROM sem_pool p JOIN retrieval_message f ON f.id = p.id
+        {lateral.format(op="<", order="DESC", alias="b")}
+        {lateral.format(op=">", order="ASC", alias="a")}
+    ),
+    sem AS MATERIALIZED (
+        SELECT id, (1 - (c + %(neighbours)s * (cb + ca)) / sqrt(GREATEST(
+                   1 + %(neighbours)s ^ 2 * (hb + ha) + 2 * %(neighbours)s * (vb + va) + 2 * %(neighbours)s ^ 2 * ba, 1e-9
+               )))::float8 AS distance
+        FROM sem_window
+        ORDER BY distance, id
+        LIMIT %(sem_depth)s
+    ),"""
 
 
 def _sql(mode: str, where: str, neighbour_where: str, match: str, fusion: str, given_stats: bool = False, neighbours: bool = False) -> str:
@@ -177,7 +241,8 @@ def _sql(mode: str, where: str, neighbour_where: str, match: str, fusion: str, g
         )"""
         order = "f.created_at DESC, f.id DESC"
     else:
-        ctes = fused_ctes(mode, where, match, fusion, MESSAGES_TABLE, given_stats=given_stats)
+        window = _window_semantic(where, neighbour_where) if neighbours and mode in ("semantic", "both") else None
+        ctes = fused_ctes(mode, where, match, fusion, MESSAGES_TABLE, given_stats=given_stats, semantic_window=window)
         if neighbours:
             ctes += _neighbour_ctes(neighbour_where)
         order = "fused.score DESC, LEAST(COALESCE(fused.kr, 1000000), COALESCE(fused.sr, 1000000)), f.id"

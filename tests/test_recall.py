@@ -279,10 +279,12 @@ def test_neighbours_lift_the_messages_beside_a_hit(world, django_assert_num_quer
     assert hit["message"]["text"] == said[0] and hit["score"] == 1 / 61 and hit["ranks"] == {"keyword": 1}
     assert "neighbours" not in hit["intent"]
     lifted = recall(client, "support group", {"scope": "same-user", "mode": "keyword", "neighbours": 0.3}, participantId="end-9")
-    first, second = lifted["recalled"]
+    first, second, third = lifted["recalled"]
     assert first["message"]["text"] == said[0] and first["score"] == pytest.approx(1 / 61) and first["ranks"] == {"keyword": 1}
-    # the next message shares no word with the query: it comes in as the hit's neighbour, with no rank of its own
+    # the next message shares no word with the query: it comes in as the hit's neighbour, with no rank of its own;
+    # the one after it, two messages from the hit, at half the weight
     assert second["message"]["text"] == said[1] and second["score"] == pytest.approx(0.3 / 61) and second["ranks"] == {}
+    assert third["message"]["text"] == said[2] and third["score"] == pytest.approx(0.15 / 61) and third["ranks"] == {}
     assert second["before"]["text"] == said[0] and first["intent"]["neighbours"] == 0.3
     # both legs, and still one statement per intent
     intent = {"source": "conversations", "scope": "same-user", "mode": "both", "match": "any", "fusion": "score", "neighbours": 0.2}
@@ -293,6 +295,55 @@ def test_neighbours_lift_the_messages_beside_a_hit(world, django_assert_num_quer
     assert captured.captured_queries[-1]["sql"].lstrip().startswith("WITH")
     found = texts(response.json())
     assert found[0] == said[0] and said[1] in found
+
+
+def test_with_neighbours_the_semantic_leg_reads_each_message_with_those_beside_it(world, in_scope):
+    """The semantic leg's similarity of a message is that of the window v + w (before + after)
+    (unit vectors): computed here from the stored vectors, it gives the leg's ranks."""
+    import math
+
+    from accounts.services import apikey_authenticate
+    from agent.models import Message
+    from retrieval.recall import recall_intent
+    from retrieval.search import Result, Run, parse_intent
+
+    def unit(*weights):
+        norm = math.sqrt(sum(x * x for x in weights))
+        return [x / norm for x in weights] + [0.0] * (384 - len(weights))
+
+    class Stub:
+        model, dimensions = "test/stub-embedder", 384
+
+        def embed_query(self, text):
+            return unit(1.0, 0.0)
+
+    client = world.client()
+    agent(client)
+    vectors = [unit(1.0, 0.5), unit(0.0, 1.0), unit(0.0, 0.0, 1.0), unit(0.8, 0.6), unit(1.0, 0.0, 0.2)]
+    conv = conversation(client, *[f"message {i}" for i in range(len(vectors))], participant="end-9", roles=["user"] * len(vectors))
+    rows = list(Message.objects.filter(conversation_id=conv["id"]).order_by("sequence"))
+    for row, vector in zip(rows, vectors):
+        Message.objects.filter(id=row.id).update(embedding=vector, embedding_model=Stub.model)
+    run = Run(principal=apikey_authenticate(raw=client.raw_key), query="how was it", participant_id="end-9",
+              project_id=world.desk.id, agent_slug="acme.desk")
+
+    def dot(a, b):
+        return sum(x * y for x, y in zip(a, b))
+
+    query, w = unit(1.0, 0.0), 0.5
+    window = []
+    for i, v in enumerate(vectors):
+        total = [x + w * sum(vectors[j][d] for j in (i - 1, i + 1) if 0 <= j < len(vectors)) for d, x in enumerate(v)]
+        window.append(dot(total, query) / math.sqrt(dot(total, total)))
+    expected = sorted(range(len(vectors)), key=lambda i: -window[i])
+    plain = sorted(range(len(vectors)), key=lambda i: -dot(vectors[i], query))
+    assert expected != plain  # the window changes the order here: 3 sits next to 4, 0 next to 1
+
+    for raw, order in (({"neighbours": 0.5}, expected), ({}, plain)):
+        intent = parse_intent({"source": "conversations", "scope": "same-user", "mode": "semantic", **raw})
+        hits = recall_intent(run, intent, Result(), embedder=Stub())
+        by_rank = sorted((h for h in hits if "semantic" in h.ranks), key=lambda h: h.ranks["semantic"])
+        assert [h.sequence for h in by_rank] == order
 
 
 def test_neighbours_are_only_messages_the_intent_may_recall(world, settings):
