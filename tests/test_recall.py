@@ -364,6 +364,9 @@ def test_an_agent_declares_neighbours_and_its_turns_use_them(world):
     client = world.client()
     declared = [{"source": "conversations", "scope": "same-user", "mode": "keyword", "neighbours": 0.5, "limit": 3}]
     assert agent(client, retrieval=declared)["retrieval"][0]["neighbours"] == 0.5
+    best = {"source": "conversations", "scope": "same-user", "mode": "both", "match": "any", "fusion": "score",
+            "keywordWeight": 0.7, "neighbours": 0.5, "limit": 3}  # what README and agent-loop.md recommend
+    assert agent(client, slug="acme.best", retrieval=[best])["retrieval"] == [best]
     conversation(client, "did you fix the boiler", "the plumber came on Tuesday", participant="end-9", roles=["user", "user"])
     body = client.post("/v1/agents/acme.desk/context", {"userMessage": "the boiler", "participantId": "end-9"}, format="json").json()
     entries = parse_memory_block(body["messages"][1]["content"])
