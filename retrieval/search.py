@@ -93,7 +93,7 @@ class Intent:
     roles: tuple[str, ...] = ()  # conversations: the roles recalled (default: users' messages only)
     rerank: bool = False  # facts, a searching mode: the fused candidates reordered by retrieval.rerank
     min_trust: str | None = None  # facts: only facts of at least this trust (TRUST_LEVELS)
-    neighbours: float = 0.0  # conversations, a searching mode: a message gains this x its neighbours' best score (retrieval.recall)
+    neighbours: float = 0.0  # conversations, a searching mode: messages read with those beside them (retrieval.recall)
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT  # mode both, fusion score: the keyword leg's share of the score
 
     def as_dict(self) -> dict:

@@ -18,7 +18,7 @@ class IntentSerializer(serializers.Serializer):
     rerank = serializers.BooleanField(required=False, help_text="facts, modes keyword/semantic/both: reorder the fused candidates by the in-process reranker (default false)")
     neighbours = serializers.FloatField(
         required=False, min_value=0, max_value=1,
-        help_text="conversations, modes keyword/semantic/both: a message's score gains this x the better score of the messages either side of it, which become candidates too, and the semantic leg reads each message with its neighbours at this weight (default 0: off)",
+        help_text="conversations, modes keyword/semantic/both: a message's score gains this x the score of each candidate next to it (half that two messages away), those messages become candidates too, and the semantic leg reads each message with the ones either side at this weight (default 0: off)",
     )
     keywordWeight = serializers.FloatField(
         required=False, min_value=0, max_value=1,
