@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
+from bench._stats import percentile  # noqa: E402
+
 DECLARED = {"types": ["bench.note"], "scope": "same-user", "mode": "both", "limit": 10}  # the seed's declaration
 RECOMMENDED = DECLARED | {"match": "any", "fusion": "score"}  # README and docs/agent-loop.md
 
@@ -45,11 +47,6 @@ def _bench_retrieval():
     sys.modules["bench_retrieval"] = module
     spec.loader.exec_module(module)
     return module
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
 
 
 def main(argv=None) -> int:

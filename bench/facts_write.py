@@ -26,14 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 import httpx  # noqa: E402
 
+from bench._stats import percentile  # noqa: E402
 from memoryhub.client import MemoryHub, MemoryHubError  # noqa: E402
-
-
-def percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile (pct in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 def fact_body(run: str, index: int, participants: int) -> dict:

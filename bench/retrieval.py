@@ -61,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from bench._corpus import MODEL, Generator  # noqa: E402
+from bench._stats import percentile  # noqa: E402
 
 MODES = ("keyword", "semantic", "both")
 # docs/benchmarks.md ("Retrieval quality") recommends this intent for agents; measured too when search.py has it.
@@ -81,13 +82,6 @@ RECALL_TARGET = 0.99
 
 
 # --- small helpers ----------------------------------------------------------------------------
-
-
-def percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile (pct in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 def summary(latencies: list[float], wall: float, count: int | None = None) -> dict:
