@@ -133,12 +133,22 @@ def _conditions(run: Run, intent: Intent, params: dict) -> tuple[list[str], list
 
 
 _QUOTED = "n.role, n.text, n.sequence, n.created_at, n.external_id"  # what before/after quote of a neighbour
-_NEIGHBOUR = """
-    LEFT JOIN LATERAL (
-        SELECT {columns} FROM retrieval_message n
+_SIDES = {"before": ("<", "DESC"), "after": (">", "ASC")}
+
+
+def _nearest(side: str, where: str, columns: str = "n.id", limit: int = 1) -> str:
+    """The `limit` messages nearest to message `f` on `side` (before, after) in its conversation
+    that `where` allows (on alias n), nearest first: what a message's neighbours are."""
+    op, order = _SIDES[side]
+    return f"""SELECT {columns} FROM retrieval_message n
         WHERE n.conversation_id = f.conversation_id AND n.sequence {op} f.sequence AND {where}
-        ORDER BY n.sequence {order} LIMIT 1
-    ) {alias} ON true"""
+        ORDER BY n.sequence {order} LIMIT {limit}"""
+
+
+def _beside(side: str, alias: str, where: str, columns: str) -> str:
+    """`LEFT JOIN LATERAL` of f's nearest message on `side`, as `alias` (NULLs when none)."""
+    return f"""
+    LEFT JOIN LATERAL ({_nearest(side, where, columns)}) {alias} ON true"""
 
 
 # `neighbours: w`: a message's score gains w x the fused score of each candidate of the legs
@@ -147,20 +157,19 @@ _NEIGHBOUR = """
 # candidates themselves (own score 0, no ranks): in a conversation the answer is often the
 # message after the one that matches the question, or the one after that. Two index range
 # reads (at most two rows each) per candidate of the legs, so the cost is bounded by their depth.
-_SIDE = """
+def _reach(side: str, where: str) -> str:
+    """The two messages nearest to f on `side`, each with its reach: 1 next to f, 0.5 two away."""
+    order = _SIDES[side][1]
+    return f"""
             (SELECT id, CASE WHEN place = 1 THEN 1.0 ELSE 0.5 END AS reach FROM (
-                SELECT n.id, row_number() OVER (ORDER BY n.sequence {order}) AS place FROM (
-                    SELECT n.id, n.sequence FROM retrieval_message n
-                    WHERE n.conversation_id = f.conversation_id AND n.sequence {op} f.sequence AND {where}
-                    ORDER BY n.sequence {order} LIMIT 2
-                ) n
+                SELECT n.id, row_number() OVER (ORDER BY n.sequence {order}) AS place
+                FROM ({_nearest(side, where, "n.id, n.sequence", limit=2)}) n
             ) placed)"""
 
 
 def _neighbour_ctes(neighbour_where: str) -> str:
     """`scored (id, kr, sr, score)`: `fused` with each message lifted by the candidates near it."""
-    before = _SIDE.format(op="<", order="DESC", where=neighbour_where)
-    after = _SIDE.format(op=">", order="ASC", where=neighbour_where)
+    before, after = _reach("before", neighbour_where), _reach("after", neighbour_where)
     return f""",
     beside AS MATERIALIZED (
         SELECT x.id, fu.score * x.reach AS lift
@@ -189,7 +198,6 @@ def _neighbour_ctes(neighbour_where: str) -> str:
 def _window_semantic(where: str, neighbour_where: str) -> str:
     embedded = "n.embedding_model = %(model)s AND n.embedding IS NOT NULL"
     side = neighbour_where + " AND " + embedded
-    lateral = _NEIGHBOUR.format(columns="n.id, n.embedding", op="{op}", order="{order}", alias="{alias}", where=side)
     return f"""
     sem_near AS MATERIALIZED (
         SELECT f.id, f.conversation_id, f.sequence FROM {MESSAGES_TABLE}
@@ -200,13 +208,7 @@ def _window_semantic(where: str, neighbour_where: str) -> str:
     sem_pool AS MATERIALIZED (
         SELECT id FROM sem_near
         UNION
-        SELECT x.id FROM sem_near f, LATERAL (
-            (SELECT n.id FROM retrieval_message n WHERE n.conversation_id = f.conversation_id AND n.sequence < f.sequence AND {side}
-             ORDER BY n.sequence DESC LIMIT 1)
-            UNION ALL
-            (SELECT n.id FROM retrieval_message n WHERE n.conversation_id = f.conversation_id AND n.sequence > f.sequence AND {side}
-             ORDER BY n.sequence ASC LIMIT 1)
-        ) x
+        SELECT x.id FROM sem_near f, LATERAL (({_nearest("before", side)}) UNION ALL ({_nearest("after", side)})) x
     ),
     sem_window AS MATERIALIZED (
         SELECT p.id,
@@ -219,8 +221,8 @@ def _window_semantic(where: str, neighbour_where: str) -> str:
                CASE WHEN a.id IS NULL THEN 0 ELSE 1 - (f.embedding <=> a.embedding) END AS va,
                CASE WHEN a.id IS NULL OR b.id IS NULL THEN 0 ELSE 1 - (b.embedding <=> a.embedding) END AS ba
         FROM sem_pool p JOIN retrieval_message f ON f.id = p.id
-        {lateral.format(op="<", order="DESC", alias="b")}
-        {lateral.format(op=">", order="ASC", alias="a")}
+        {_beside("before", "b", side, "n.id, n.embedding")}
+        {_beside("after", "a", side, "n.id, n.embedding")}
     ),
     sem AS MATERIALIZED (
         SELECT id, (1 - (c + %(neighbours)s * (cb + ca)) / sqrt(GREATEST(
@@ -254,8 +256,8 @@ def _sql(mode: str, where: str, neighbour_where: str, match: str, fusion: str, g
            b.role, b.text, b.sequence, b.created_at, b.external_id,
            a.role, a.text, a.sequence, a.created_at, a.external_id
     FROM {scored} JOIN retrieval_message f ON f.id = fused.id JOIN retrieval_conversation c ON c.id = f.conversation_id
-    {_NEIGHBOUR.format(columns=_QUOTED, op="<", order="DESC", alias="b", where=neighbour_where)}
-    {_NEIGHBOUR.format(columns=_QUOTED, op=">", order="ASC", alias="a", where=neighbour_where)}
+    {_beside("before", "b", neighbour_where, _QUOTED)}
+    {_beside("after", "a", neighbour_where, _QUOTED)}
     ORDER BY {order}
     LIMIT %(limit)s"""
 
