@@ -648,6 +648,24 @@ _LINK_PATTERNS: list[_Pattern] = [
 _FILE_EXTENSION_DOMAIN = re.compile(r"^[a-z0-9_-]+\.(?:sh|zip|mov|pl|py|md|rs|in|is|no|it|at|be|to|me|us)$")
 
 
+# Where money goes: an IBAN (country, check digits that hold, 11 to 30 letters and digits)
+# and a crypto wallet (bech32 "bc1…", Ethereum "0x" and 40 hex digits, Tron "T…", a legacy
+# Bitcoin address with letters and digits). An agent serving a person rarely needs one in
+# memory, and a redirected payment is the costliest poisoning there is: always a reviewer.
+_ACCOUNT_PATTERNS: list[_Pattern] = [
+    _p(r"(?<![a-z0-9])[a-z]{2}\d{2}(?:[ ]?[a-z0-9]{4}){2,7}(?:[ ]?[a-z0-9]{1,4})?(?![a-z0-9])", rule="account"),
+    _p(r"(?<![a-z0-9])(?:bc1[a-z0-9]{25,60}|0x[0-9a-f]{40}|t[a-z0-9]{33}|[13](?=[a-z0-9]*\d[a-z0-9]*[a-z])[a-z0-9]{25,34})(?![a-z0-9])", rule="account"),
+]
+
+
+def _iban(match: str) -> bool:
+    """An IBAN: 15 to 34 letters and digits whose check digits hold (ISO 13616, mod 97)."""
+    compact = match.replace(" ", "").upper()
+    if not 15 <= len(compact) <= 34:
+        return False
+    return int("".join(str(int(c, 36)) for c in compact[4:] + compact[:4])) % 97 == 1
+
+
 # -- tool names ---------------------------------------------------------------------------------
 
 _CALL_SYNTAX = [
@@ -707,7 +725,8 @@ class _Collector:
         )
 
 
-def _run(mapped: _Mapped, collector: _Collector, tool_patterns: list[tuple[str, re.Pattern]], *, native: _Mapped | None = None) -> None:
+def _run(mapped: _Mapped, collector: _Collector, tool_patterns: list[tuple[str, re.Pattern]], *, native: _Mapped | None = None,
+         accounts: bool = False) -> None:
     text = mapped.text
     for pattern in IMPERATIVE_PATTERNS + ROLE_MARKERS + MARKUP_PATTERNS:
         for match in pattern.regex.finditer(text):
@@ -728,6 +747,20 @@ def _run(mapped: _Mapped, collector: _Collector, tool_patterns: list[tuple[str, 
             if span is not None and normalise(collector.original[span[0]:span[1]]) == trimmed:
                 trimmed = collector.original[span[0]:span[1]]  # a link's path is case-sensitive: show it as written
             collector.add("link", trimmed, span)
+    # Account numbers on the text as written only: digits read as letters make checksums by chance.
+    for pattern in _ACCOUNT_PATTERNS if accounts else ():
+        for match in pattern.regex.finditer(text):
+            found = match.group()
+            if pattern is _ACCOUNT_PATTERNS[0]:
+                # The last groups may be the next words ("… 3249 31 from now"): the check digits decide.
+                words = found.split(" ")
+                while len(words) > 1 and not any(c.isdigit() for c in words[-1]):
+                    words.pop()  # a word, not a group of an account number
+                found = next((c for c in (" ".join(words[:n]) for n in range(len(words), 0, -1)) if _iban(c)), "")
+                if not found:
+                    continue
+            span = mapped.span(match.start(), match.start() + len(found))
+            collector.add("account", collector.original[span[0]:span[1]] if span else found, span)
     for name, regex in tool_patterns:
         for match in regex.finditer(text):
             collector.add("tool-name", name, mapped.span(*match.span()))
@@ -869,7 +902,7 @@ def hard_reasons(text: str, *, tool_names: Iterable[str] = ()) -> list[dict]:
     loose = _base(text, fold=True, collapse=False)  # spacing kept, for `_despaced`
     folded = _collapse(loose)
     native = _base(text, fold=False)
-    _run(folded, collector, tool_patterns, native=native)
+    _run(folded, collector, tool_patterns, native=native, accounts=True)
     despaced = _collapse(_despaced(loose))
     if despaced.text != folded.text:
         _run(despaced, collector, tool_patterns)
