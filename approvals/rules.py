@@ -34,6 +34,8 @@ highlight them):
      HTML links and images, bare domains with a known top-level domain ("evil.com/x";
      e-mail addresses are not links), defanged links ("hxxp://", "evil[.]com"), an IP
      address with a port or path.
+   * `account` — where money would go: an IBAN whose check digits hold (mod 97), a crypto
+     wallet address.
    * `tool-name` — a tool the runtime offers (`BUILTIN_TOOL_NAMES` and the names passed in
      `tool_names`), matched as a word with `_`, `-`, `.` or nothing between its parts; a
      one-word name only where it reads as a tool ("search(", "`search`", "the search
