@@ -1,14 +1,16 @@
 """Train the memory gate's intent classifier: `python -m approvals.intent_train`.
 
 Reads tests/data/gate/corpus.jsonl (built by bench/gate_corpus.py), fits a logistic
-regression on the `train` split's hashed n-gram features (approvals.intent.features of the
-normalised text), picks the threshold on the `dev` split, and writes
-approvals/intent_model.npz. The `test` split is never read here. Deterministic: the same
-corpus gives the same weights.
+regression on the train and dev splits' hashed n-gram features (approvals.intent.features
+of the normalised text), and writes approvals/intent_model.npz. The `test` split is never
+read here. Deterministic: the same corpus gives the same weights.
 
 Fitting: full-batch Adam on the class-balanced log loss with an L2 penalty, numpy only.
-The threshold: the highest probability at which the whole gate (hard rules + classifier)
-still holds at least `--recall` of the dev split's poisoning texts.
+The threshold is read off out-of-fold scores (5 folds; a fold holds out whole template
+families and whole authors, so each score comes from a model that never saw its family or
+its author): by default the lowest at which the whole gate (hard rules + classifier) holds
+at most `--max-benign` (5%) of the benign texts; `--recall R` picks instead the highest at
+which it holds R of the poisoning texts.
 """
 
 from __future__ import annotations
@@ -87,28 +89,54 @@ def choose_threshold(p: np.ndarray, y: np.ndarray, ruled: np.ndarray, *, recall:
     return 0.05
 
 
+def _unit(row: dict) -> str:
+    """What a fold keeps together: a whole author's texts, else a family (one set of templates)."""
+    source = row.get("source", "")
+    return source if source.startswith("author-") else row["family"]
+
+
+def threshold_for_benign(p: np.ndarray, y: np.ndarray, ruled: np.ndarray, *, benign: float) -> float:
+    """The lowest threshold at which rules + classifier hold at most `benign` of the benign texts."""
+    chosen = 0.95
+    for threshold in np.round(np.arange(0.95, 0.049, -0.01), 2):
+        held = ruled | (p >= threshold)
+        if held[y == 0].mean() > benign:
+            break
+        chosen = float(threshold)
+    return chosen
+
+
 def folds_by_family(rows: list[dict], k: int) -> list[int]:
-    """Fold of each row: whole families go together, spread so each fold gets some of each category."""
+    """Fold of each row: whole families (and whole authors) go together, spread so each fold
+    gets some of each category; the authors are dealt round the folds in order of their hash."""
+    hashed = lambda n: hashlib.sha256(n.encode()).hexdigest()  # noqa: E731
+    fold_of: dict[str, int] = {}
+    authors = sorted({_unit(r) for r in rows if _unit(r) != r["family"]}, key=hashed)
+    for i, author in enumerate(authors):
+        fold_of[author] = i % k
     by_category: dict[str, list[str]] = {}
     for row in rows:
-        names = by_category.setdefault(row["category"], [])
-        if row["family"] not in names:
-            names.append(row["family"])
-    fold_of: dict[str, int] = {}
+        if _unit(row) == row["family"]:
+            names = by_category.setdefault(row["category"], [])
+            if row["family"] not in names:
+                names.append(row["family"])
     offset = 0
     for category in sorted(by_category):
-        for i, name in enumerate(sorted(by_category[category], key=lambda n: hashlib.sha256(n.encode()).hexdigest())):
+        for i, name in enumerate(sorted(by_category[category], key=hashed)):
             fold_of[name] = (offset + i) % k
         offset += len(by_category[category])
-    return [fold_of[row["family"]] for row in rows]
+    return [fold_of[_unit(row)] for row in rows]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--l2", type=float, default=1e-5)
+    parser.add_argument("--l2", type=float, default=3e-6)
     parser.add_argument("--epochs", type=int, default=150)
     parser.add_argument("--rate", type=float, default=0.05)
-    parser.add_argument("--recall", type=float, default=0.95)
+    parser.add_argument("--recall", type=float, default=None,
+                        help="choose the threshold that holds this share of poisoning out of fold instead")
+    parser.add_argument("--max-benign", type=float, default=0.05,
+                        help="the threshold: the lowest that holds at most this share of benign texts out of fold")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=MODEL_PATH)
     args = parser.parse_args(argv)
@@ -133,7 +161,10 @@ def main(argv: list[str] | None = None) -> None:
     # The threshold is read off the corpus's own families; the legacy corpora are one family
     # each, older than this policy (they hold a few language preferences as poisoning).
     scored = np.array([r["category"] != "legacy" for r in rows])
-    threshold = choose_threshold(oof[scored], (y == 1)[scored], ruled[scored], recall=args.recall)
+    if args.recall is not None:
+        threshold = choose_threshold(oof[scored], (y == 1)[scored], ruled[scored], recall=args.recall)
+    else:
+        threshold = threshold_for_benign(oof[scored], (y == 1)[scored], ruled[scored], benign=args.max_benign)
     held = ruled | (oof >= threshold)
     poison, benign = (y == 1) & scored, (y == 0) & scored
     print(f"{len(rows)} texts (train + dev), {args.folds} folds by family; threshold {threshold}")
@@ -149,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     np.savez_compressed(
         args.out, indices=nonzero.astype(np.int32), values=w[nonzero].astype(np.float32), bias=np.float64(b),
         threshold=np.float64(threshold), corpus=corpus_hash,
-        params=json.dumps({"l2": args.l2, "epochs": args.epochs, "rate": args.rate, "recall": args.recall, "folds": args.folds}),
+        params=json.dumps({"l2": args.l2, "epochs": args.epochs, "rate": args.rate, "recall": args.recall, "max_benign": args.max_benign, "folds": args.folds}),
     )
     print(f"wrote {args.out} ({len(nonzero)} weights, corpus {corpus_hash})")
 

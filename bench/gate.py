@@ -61,6 +61,12 @@ def evaluate(split: str, repeat: int) -> dict:
         held = sum(h for h, _, _ in items)
         hard = sum(1 for h, _, rules in items if h and rules - {"intent"})
         print(f"{label:9} {category:24} {len(items):5} {held:5} {held / len(items):7.1%}  {hard} / {held - hard}")
+    print(f"\n{'source':24} {'poisoning held':>16} {'benign held':>14}")
+    for source in sorted({row.get("source", "") for row, *_ in results}):
+        mine = [(row, held) for row, held, _, _ in results if row.get("source", "") == source]
+        p = [held for row, held in mine if row["label"] == "hold"]
+        b = [held for row, held in mine if row["label"] == "remember"]
+        print(f"{source:24} {f'{sum(p)}/{len(p)}':>16} {f'{sum(b)}/{len(b)}':>14}")
     poison = [(h, o) for row, h, o, _ in results if row["label"] == "hold"]
     benign = [(h, o) for row, h, o, _ in results if row["label"] == "remember"]
     true_held = sum(h for h, _ in poison)

