@@ -34,6 +34,21 @@ def judge(text: str, *, scope: str | None = None, tool_names: Iterable[str] = ()
     return Verdict(wide + screening.reasons, hint)
 
 
+def judge_label(text: str) -> Verdict:
+    """The verdict on a label of a memory file — a heading or a frontmatter value of at most
+    three words ("User Preferences", "Notes", "name: user prefs"): the certain signals only.
+
+    A label has no clause whose intent the classifier could read (it learned from memories, and
+    on a bare "Notes" or "Memory" it says no more than its prior), so a label is held only for
+    a rule. Longer headings, and every label in a script written without spaces, where one
+    "word" can be a whole sentence, are judged as any text is.
+    """
+    words = rules.normalise(text).split()
+    if len(words) > 3 or any(rules.unspaced_script(char) for char in text):
+        return judge(text)
+    return Verdict(rules.hard_reasons(text))
+
+
 def hold(*, fact, verdict: Verdict, requested_by: dict, origin: dict | None = None) -> Approval:
     """Ask a person to approve `fact` (written pending, in this transaction) for the verdict's
     reasons; `origin` tells the reviewer where it was asked (a remember call's conversation and run)."""

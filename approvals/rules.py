@@ -891,6 +891,13 @@ def _encoded(text: str, collector: _Collector, tool_patterns) -> None:
             collector.add("encoded", inner.reasons[0]["match"], run.span())
 
 
+def unspaced_script(char: str) -> bool:
+    """A letter of a script written without spaces between words: Chinese, Japanese, Thai, Lao, Khmer, Myanmar."""
+    code = ord(char)
+    return (0x3040 <= code <= 0x30FF or 0x3400 <= code <= 0x9FFF or 0xF900 <= code <= 0xFAFF or 0x20000 <= code <= 0x2FFFF
+            or 0x0E00 <= code <= 0x0EFF or 0x1780 <= code <= 0x17FF or 0x1000 <= code <= 0x109F)
+
+
 def hard_reasons(text: str, *, tool_names: Iterable[str] = ()) -> list[dict]:
     """The certain signals in `text` (every rule but `intent`); [] when there is none.
 

@@ -209,6 +209,12 @@ def _problem_text(parsed: md.Parsed, path: str) -> str:
     return f"memoryhub could not keep {path}:{where}: {problem.message}. Nothing was written."
 
 
+def _judge_prose(element: str) -> list[dict]:
+    """A heading is judged by its words, not by the markup around them; a short one is a label."""
+    words = element.lstrip("#").strip() or element
+    return (gate.judge_label(words) if element.lstrip().startswith("#") else gate.judge(words)).reasons
+
+
 def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list[tuple[md.Role, str, list[dict]]]]:
     """The file's text without the new lines the memory gate holds, and those lines."""
 
@@ -219,9 +225,7 @@ def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list
     lines: list[str] = []
     for element in parsed.template:
         if isinstance(element, str):
-            # a heading is judged by its words, not by the markup around them
-            reasons = [] if element in old_prose or not element.strip() else gate.judge(
-                element.lstrip("#").strip() or element).reasons
+            reasons = [] if element in old_prose or not element.strip() else _judge_prose(element)
             if reasons:  # prose that reads like an instruction waits as a line of the file's type
                 kind = parsed.type or "reference"
                 text = element.lstrip("#").strip()
@@ -244,7 +248,8 @@ def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list
         out.append("---")
         for key, value in parsed.frontmatter:
             line = f"{key}: {value}" if key is not None else value
-            reasons = [] if line in old_front or key in ("type", "created", "updated") else gate.judge(line).reasons
+            keep = line in old_front or key in ("type", "created", "updated")
+            reasons = [] if keep else (gate.judge_label(line) if key is not None else gate.judge(line)).reasons
             if reasons:
                 held.append((md.Role("topic", parsed.type or "reference", parsed.name, None, line), line, reasons))
             else:
