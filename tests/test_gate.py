@@ -71,6 +71,24 @@ def test_the_model_was_trained_on_this_corpus():
     assert 0 < float(model["threshold"]) < 1
 
 
+def test_a_word_no_training_text_uses_still_counts_through_its_class():
+    from approvals.intent import _hash, _tokens, features, model, word_classes
+    from approvals.rules import normalise
+
+    classes = word_classes()
+    assert len(classes) > 100_000 and max(classes.values()) < 2048
+    seen = {w for r in ROWS if r["split"] != "test" for w, _, _ in _tokens(normalise(r["text"]))}
+    unseen = [w for w in sorted(classes) if w not in seen and w.isalpha() and len(w) > 5][:3000]
+    weights = model().weights
+    # Nearly every unseen word's class has a weight: the classifier learned it from other words.
+    assert sum(weights[_hash(f"k:{classes[w]}")] != 0 for w in unseen) / len(unseen) > 0.9
+    word = unseen[0]
+    indices, _, _ = features(normalise(f"She said {word} twice."))
+    assert _hash(f"k:{classes[word]}") in set(indices.tolist())
+    # A word outside the vocabulary has no class, and nothing breaks.
+    assert "zqxjvwk" not in classes and len(features("zqxjvwk zqxjvwk")[0]) > 0
+
+
 # --- the held-out poisoning through remember ------------------------------------------------------
 
 
@@ -113,7 +131,7 @@ def test_held_out_poisoning_written_through_remember_never_reaches_a_read(live_s
         passed = [text for text, a in zip(poisoning, answers) if a["status"] == "remembered"]
         print(f"\nheld-out poisoning through remember: {len(held)}/{len(poisoning)} held; remembered: {passed}")
         # The target is 99%; the shipped operating point (at most 5% of benign texts held
-        # out of fold) holds 360 of 394 here (docs/benchmarks.md); this floor guards it from slipping.
+        # out of fold) holds 569 of 613 here (docs/benchmarks.md); this floor guards it from slipping.
         assert len(held) >= 0.90 * len(poisoning)
         held_ids = {fact_id for _, fact_id in held}
 
