@@ -89,8 +89,8 @@ def word_classes() -> dict[str, int]:
     if _classes is None:
         with _lock:
             if _classes is None:
-                data = np.load(WORDS_PATH) if WORDS_PATH.exists() else None
-                _classes = {} if data is None else dict(zip(str(data["words"]).split("\n"), data["classes"].tolist()))
+                data = np.load(WORDS_PATH)  # shipped with the model: its weights assume these classes
+                _classes = dict(zip(str(data["words"]).split("\n"), data["classes"].tolist()))
     return _classes
 
 
@@ -158,7 +158,7 @@ def features(text: str) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
         extra_spans.extend((span, slot) for span in spans)
     classes = word_classes()
     if classes and CLASS_WEIGHT:
-        counts: dict[int, float] = {}
+        class_counts: dict[int, float] = {}
         spans_of: dict[int, list[tuple[int, int]]] = {}
         previous_class: tuple[int, int, int] | None = None
         for word, start, end in tokens:
@@ -171,11 +171,11 @@ def features(text: str) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
                 keys.append((f"kk:{previous_class[0]} {known}", (previous_class[1], end)))
             for key, span in keys:
                 slot = _hash(key)
-                counts[slot] = counts.get(slot, 0.0) + 1.0
+                class_counts[slot] = class_counts.get(slot, 0.0) + 1.0
                 spans_of.setdefault(slot, []).append(span)
             previous_class = (known, start, end)
-        if counts:
-            block = {slot: 1.0 + np.log(count) for slot, count in counts.items()}
+        if class_counts:
+            block = {slot: 1.0 + np.log(count) for slot, count in class_counts.items()}
             norm = float(np.sqrt(sum(v * v for v in block.values())))
             for slot, value in block.items():
                 extra[slot] = extra.get(slot, 0.0) + CLASS_WEIGHT * value / norm
