@@ -80,9 +80,13 @@ def probabilities(w, b, texts: list[str]) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-_logits(w, b, indptr, indices, values)))
 
 
+# The thresholds a run may choose from, highest first.
+THRESHOLDS = np.round(np.arange(0.95, 0.049, -0.01), 2)
+
+
 def choose_threshold(p: np.ndarray, y: np.ndarray, ruled: np.ndarray, *, recall: float) -> float:
     """The highest threshold at which rules + classifier hold `recall` of the poisoning texts."""
-    for threshold in np.round(np.arange(0.95, 0.049, -0.01), 2):
+    for threshold in THRESHOLDS:
         held = ruled | (p >= threshold)
         if held[y == 1].mean() >= recall:
             return float(threshold)
@@ -98,7 +102,7 @@ def _unit(row: dict) -> str:
 def threshold_for_benign(p: np.ndarray, y: np.ndarray, ruled: np.ndarray, *, benign: float) -> float:
     """The lowest threshold at which rules + classifier hold at most `benign` of the benign texts."""
     chosen = 0.95
-    for threshold in np.round(np.arange(0.95, 0.049, -0.01), 2):
+    for threshold in THRESHOLDS:
         held = ruled | (p >= threshold)
         if held[y == 0].mean() > benign:
             break

@@ -378,17 +378,18 @@ class FileView:
         _insert(self.template, slot.role.section, len(self.slots) - 1)
 
 
-def _is_heading(element: Any, level: str = "## ") -> bool:
+def is_heading(element: Any, level: str = "## ") -> bool:
+    """Is this element of a file's template a heading of `level` ("## " a section, "# " the title, "#" any)?"""
     return isinstance(element, str) and element.startswith(level)
 
 
 def _insert(template: list, section: str | None, number: int) -> None:
     """Put item `number` at the end of its section (a new one at the end of the file if none)."""
-    heads = [i for i, element in enumerate(template) if _is_heading(element)]
+    heads = [i for i, element in enumerate(template) if is_heading(element)]
     title = None
     if section is None:
         end = heads[0] if heads else len(template)
-        title = next((i for i in range(end) if _is_heading(template[i], "# ")), None)
+        title = next((i for i in range(end) if is_heading(template[i], "# ")), None)
         start = title + 1 if title is not None else 0
     else:
         head = next((i for i in heads if template[i][3:].strip() == section), None)
@@ -414,7 +415,7 @@ def _insert(template: list, section: str | None, number: int) -> None:
     else:
         position = start
         template.insert(position, number)
-    if position + 1 < len(template) and _is_heading(template[position + 1], "#"):
+    if position + 1 < len(template) and is_heading(template[position + 1], "#"):
         template.insert(position + 1, "")
 
 

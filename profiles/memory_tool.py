@@ -212,7 +212,7 @@ def _problem_text(parsed: md.Parsed, path: str) -> str:
 def _judge_prose(element: str) -> list[dict]:
     """A heading is judged by its words, not by the markup around them; a short one is a label."""
     words = element.lstrip("#").strip() or element
-    return (gate.judge_label(words) if element.lstrip().startswith("#") else gate.judge(words)).reasons
+    return (gate.judge_label(words) if md.is_heading(element, "#") else gate.judge(words)).reasons
 
 
 def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list[tuple[md.Role, str, list[dict]]]]:
