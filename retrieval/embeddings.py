@@ -36,6 +36,8 @@ import httpx
 from django.conf import settings
 from django.core.cache import cache
 
+from core.tokens import fit_tokens
+
 logger = logging.getLogger(__name__)
 
 
@@ -136,27 +138,8 @@ class LocalE5:
 
     def truncate(self, text: str, *, query: bool = False) -> str:
         """`text` cut (at a character) to the longest start that fits the model's `max_tokens`."""
-        text = text[:self.max_chars]
         count = (self._query_engine if query else self._document_engine).token_count
-        limit = self.max_tokens
-        tokens = count(text, query)
-        if tokens <= limit:
-            return text
-        fits, too_long = 0, len(text)  # a cut at `fits` fits, one at `too_long` does not
-        guess = len(text) * limit // tokens
-        while too_long - fits > 1:
-            guess = min(max(guess, fits + 1), too_long - 1)
-            tokens = count(text[:guess], query)
-            if tokens <= limit:
-                fits = guess
-                if tokens > limit - 8:  # near enough: a few tokens are not worth more counting
-                    break
-            else:
-                too_long = guess
-            guess = guess * (limit - 4) // tokens  # characters per token stay about the same
-            if not fits < guess < too_long:
-                guess = (fits + too_long) // 2
-        return text[:fits]
+        return fit_tokens(text[:self.max_chars], lambda part: count(part, query), self.max_tokens)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return embed_in_chunks(
