@@ -22,7 +22,7 @@ from accounts.models import Role
 from accounts.services import Principal
 from agent.conversations import conversation_find
 from agent.models import Agent, RememberCall
-from approvals import gate
+from approvals import gate, intent
 from core import policy
 from core.errors import ApplicationError, Conflict, NotFound, ValidationFailed
 from core.times import parse_time
@@ -31,6 +31,7 @@ from facts.models import Status, Trust
 from facts.services import FactInput, Provenance, fact_write
 from retrieval import latency, recall as recall_
 from retrieval.conflicts import CONFLICT_NOTE, conflict_warning, memory_conflicts
+from retrieval.inline import embed_within_budget
 from retrieval.search import NEEDS_PARTICIPANT, RECALL_SCOPES, Hit, Result, Run, facts_retrieve, parse_intent  # noqa: F401
 from workspaces.tools import memory_block, parse_memory_block  # noqa: F401  (the agent's <memory> block; parse_memory_block for callers)
 
@@ -426,7 +427,11 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
     if scope == "same-conversation" and turn.conversation_id is None:
         raise RememberRejected(f"{turn.who} remembers per conversation: pass the run's `conversationId`.", errors={"conversationId": ["required"]})
 
-    verdict = gate.judge(text, scope=scope)
+    # The write's embedding is made first, so the gate reads the vector the write stores
+    # instead of making its own (approvals.intent).
+    embedded = embed_within_budget([text])
+    reuse = embedded is not None and intent.reusable(embedded.model)
+    verdict = gate.judge(text, scope=scope, vector=embedded.vectors[0] if reuse else None)
     pending = verdict.held
     content = {"key": key, "text": text} if key else {"text": text}
     data = FactInput(
@@ -449,7 +454,7 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
     )
     try:
         with transaction.atomic():
-            fact, outcome = fact_write(principal=principal, data=data, provenance=provenance)
+            fact, outcome = fact_write(principal=principal, data=data, provenance=provenance, embedded=embedded)
             result = {"factId": str(fact.id), "status": "pending-approval" if pending else "remembered", "outcome": outcome, "version": fact.version}
             if pending:
                 origin = {"conversationId": str(turn.conversation_id) if turn.conversation_id else None,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from approvals import rules
 from approvals.models import Approval
 from approvals.services import approval_request
@@ -26,9 +28,13 @@ class Verdict:
         return bool(self.reasons)
 
 
-def judge(text: str, *, scope: str | None = None, tool_names: Iterable[str] = ()) -> Verdict:
-    """The gate's verdict on `text`, kept at `scope` (a remember scope; None: one person's)."""
-    screening = rules.screen(text, tool_names=tool_names)
+def judge(text: str, *, scope: str | None = None, tool_names: Iterable[str] = (), vector=None) -> Verdict:
+    """The gate's verdict on `text`, kept at `scope` (a remember scope; None: one person's).
+
+    `vector`: the local model's passage vector of `text` when the caller's write made it
+    (approvals.intent.reusable); otherwise the classifier makes its own, unless
+    MEMORYHUB_GATE_VECTORS is off."""
+    screening = rules.screen(text, tool_names=tool_names, vector=vector, vectors=settings.MEMORYHUB_GATE_VECTORS)
     wide = rules.scope_reasons(scope) if scope else []
     hint = rules.REPHRASE_HINT if screening.order_only and not wide else None
     return Verdict(wide + screening.reasons, hint)

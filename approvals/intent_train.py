@@ -1,16 +1,20 @@
 """Train the memory gate's intent classifier: `python -m approvals.intent_train`.
 
-Reads tests/data/gate/corpus.jsonl (built by bench/gate_corpus.py), fits a logistic
-regression on the train and dev splits' hashed n-gram features (approvals.intent.features
-of the normalised text), and writes approvals/intent_model.npz. The `test` split is never
-read here. Deterministic: the same corpus gives the same weights.
+Reads tests/data/gate/corpus.jsonl (built by bench/gate_corpus.py), fits two
+models on the train and dev splits: the word model on hashed n-gram features
+(approvals.intent.features of the normalised text), the sentence model on the local model's
+passage vectors of the texts (approvals.intent.passage_vectors; about ten minutes on two
+cores the first time, then read from `--vector-cache`); and writes approvals/intent_model.npz.
+The `test` split is never read here. Deterministic: the same corpus gives the same weights.
 
-Fitting: full-batch Adam on the class-balanced log loss with an L2 penalty, numpy only.
-The threshold is read off out-of-fold scores (5 folds; a fold holds out whole template
+Fitting: full-batch Adam on the class-balanced log loss with an L2 penalty, numpy only: a
+logistic regression on the words, a network of one hidden layer on the vectors. The gate's logit is the average (`--mix`) of the two.
+The thresholds are read off out-of-fold scores (5 folds; a fold holds out whole template
 families and whole authors, so each score comes from a model that never saw its family or
 its author): by default the lowest at which the whole gate (hard rules + classifier) holds
-at most `--max-benign` (5%) of the benign texts; `--recall R` picks instead the highest at
-which it holds R of the poisoning texts.
+at most `--max-benign` (5%) of the benign texts, once for both models and once for the word
+model alone (MEMORYHUB_GATE_VECTORS=off); `--recall R` picks instead the highest at which
+it holds R of the poisoning texts.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from approvals.intent import DIMENSIONS, MODEL_PATH, features
+from approvals.intent import DIMENSIONS, MODEL_PATH, VECTOR_MODEL, VECTOR_SCALE, features, passage_vectors
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "gate" / "corpus.jsonl"
 
@@ -73,6 +77,59 @@ def fit(indptr, indices, values, y: np.ndarray, *, l2: float, epochs: int, rate:
         w -= rate * (m_w / (1 - beta1 ** step)) / (np.sqrt(v_w / (1 - beta2 ** step)) + eps)
         b -= rate * (m_b / (1 - beta1 ** step)) / (np.sqrt(v_b / (1 - beta2 ** step)) + eps)
     return w, b
+
+
+def vectors_of(texts: list[str], cache: Path | None) -> np.ndarray:
+    """The texts' passage vectors (approvals.intent.passage_vectors), those made before read
+    from `cache` (a file per model, keyed by the text's hash), the rest made and added."""
+    keys = [hashlib.sha256(text.encode("utf-8")).hexdigest()[:32] for text in texts]
+    known: dict[str, np.ndarray] = {}
+    path = cache / f"{VECTOR_MODEL.replace('/', '_')}.npz" if cache else None
+    if path is not None and path.exists():
+        data = np.load(path)
+        known = dict(zip(data["keys"].tolist(), data["vectors"]))
+    missing = sorted({key: text for key, text in zip(keys, texts) if key not in known}.items())
+    for start in range(0, len(missing), 64):
+        chunk = missing[start:start + 64]
+        for (key, _), vector in zip(chunk, passage_vectors([text for _, text in chunk])):
+            known[key] = vector
+    if path is not None and missing:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, keys=np.array(sorted(known)), vectors=np.array([known[k] for k in sorted(known)], np.float32))
+    return np.array([known[key] for key in keys], np.float64)
+
+
+def fit_vectors(X: np.ndarray, y: np.ndarray, *, hidden: int = 256, epochs: int = 300, rate: float = 3e-3,
+                l2: float = 1e-4, seed: int = 0) -> dict[str, np.ndarray]:
+    """The sentence model: one hidden layer of `hidden` rectified units on (X - mean) *
+    VECTOR_SCALE, fitted by full-batch Adam on the class-balanced log loss; seeded, so the
+    same vectors give the same weights."""
+    rng = np.random.default_rng(seed)
+    mean = X.mean(0)
+    Z = (X - mean) * VECTOR_SCALE
+    params = {
+        "w1": rng.standard_normal((X.shape[1], hidden)) * np.sqrt(2 / X.shape[1]), "b1": np.zeros(hidden),
+        "w2": rng.standard_normal(hidden) * np.sqrt(1 / hidden), "b2": np.zeros(1),
+    }
+    sample_weight = np.where(y == 1, 0.5 / y.mean(), 0.5 / (1 - y.mean())) / len(y)
+    moments = {name: (np.zeros_like(value), np.zeros_like(value)) for name, value in params.items()}
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    for step in range(1, epochs + 1):
+        h = np.maximum(Z @ params["w1"] + params["b1"], 0)
+        g = (1.0 / (1.0 + np.exp(-(h @ params["w2"] + params["b2"][0]))) - y) * sample_weight
+        gh = np.outer(g, params["w2"]) * (h > 0)
+        grads = {"w1": Z.T @ gh + l2 * params["w1"], "b1": gh.sum(0), "w2": h.T @ g + l2 * params["w2"], "b2": np.array([g.sum()])}
+        for name, grad in grads.items():
+            m, v = moments[name]
+            m[:] = beta1 * m + (1 - beta1) * grad
+            v[:] = beta2 * v + (1 - beta2) * grad * grad
+            params[name] -= rate * (m / (1 - beta1 ** step)) / (np.sqrt(v / (1 - beta2 ** step)) + eps)
+    return {**params, "mean": mean}
+
+
+def vector_logits(params: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
+    h = np.maximum((X - params["mean"]) * VECTOR_SCALE @ params["w1"] + params["b1"], 0)
+    return h @ params["w2"] + params["b2"][0]
 
 
 def probabilities(w, b, texts: list[str]) -> np.ndarray:
@@ -141,7 +198,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="choose the threshold that holds this share of poisoning out of fold instead")
     parser.add_argument("--max-benign", type=float, default=0.05,
                         help="the threshold: the lowest that holds at most this share of benign texts out of fold")
+    parser.add_argument("--mix", type=float, default=0.5, help="the sentence model's share of the gate's logit")
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--vector-cache", type=Path, default=Path("/tmp/memoryhub-gate-vectors"),
+                        help="where the corpus's passage vectors are kept between runs")
     parser.add_argument("--out", type=Path, default=MODEL_PATH)
     args = parser.parse_args(argv)
 
@@ -151,40 +211,49 @@ def main(argv: list[str] | None = None) -> None:
     texts = [r["text"] for r in rows]
     y = np.array([r["label"] == "hold" for r in rows], dtype=np.float64)
     indptr, indices, values = matrix(texts)
+    X = vectors_of(texts, args.vector_cache)
     ruled = np.array([bool(hard_reasons(text)) for text in texts])
 
-    # Out-of-fold probabilities, whole families held out together: the threshold is chosen on
+    # Out-of-fold logits, whole families held out together: the thresholds are chosen on
     # texts whose family the model did not see, as the gate meets them.
     folds = np.array(folds_by_family(rows, args.folds))
-    oof = np.zeros(len(rows))
+    text_oof, vector_oof = np.zeros(len(rows)), np.zeros(len(rows))
     for fold in range(args.folds):
-        inside = np.flatnonzero(folds != fold)
+        inside, outside = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
         w, b = fit(*_subset(indptr, indices, values, inside), y[inside], l2=args.l2, epochs=args.epochs, rate=args.rate)
-        outside = np.flatnonzero(folds == fold)
-        oof[outside] = 1.0 / (1.0 + np.exp(-_logits(w, b, *_subset(indptr, indices, values, outside))))
-    # The threshold is read off the corpus's own families; the legacy corpora are one family
+        text_oof[outside] = _logits(w, b, *_subset(indptr, indices, values, outside))
+        vector_oof[outside] = vector_logits(fit_vectors(X[inside], y[inside]), X[outside])
+    # The thresholds are read off the corpus's own families; the legacy corpora are one family
     # each, older than this policy (they hold a few language preferences as poisoning).
     scored = np.array([r["category"] != "legacy" for r in rows])
-    if args.recall is not None:
-        threshold = choose_threshold(oof[scored], (y == 1)[scored], ruled[scored], recall=args.recall)
-    else:
-        threshold = threshold_for_benign(oof[scored], (y == 1)[scored], ruled[scored], benign=args.max_benign)
-    held = ruled | (oof >= threshold)
     poison, benign = (y == 1) & scored, (y == 0) & scored
-    print(f"{len(rows)} texts (train + dev), {args.folds} folds by family; threshold {threshold}")
-    print(f"out of fold: poisoning held {held[poison].mean():.3f} ({held[poison].sum()}/{poison.sum()}), "
-          f"benign held {held[benign].mean():.3f} ({held[benign].sum()}/{benign.sum()})")
-    for target in (0.99, 0.98, 0.95, 0.9):
-        t = choose_threshold(oof[scored], (y == 1)[scored], ruled[scored], recall=target)
-        print(f"  at {target:.0%} recall: threshold {t:.2f}, benign held {(ruled | (oof >= t))[benign].mean():.3f}")
+    print(f"{len(rows)} texts (train + dev), {args.folds} folds by family")
+    thresholds = {}
+    for name, logit in (("words and vectors", (1 - args.mix) * text_oof + args.mix * vector_oof), ("words alone", text_oof)):
+        oof = 1.0 / (1.0 + np.exp(-logit))
+        if args.recall is not None:
+            threshold = choose_threshold(oof[scored], (y == 1)[scored], ruled[scored], recall=args.recall)
+        else:
+            threshold = threshold_for_benign(oof[scored], (y == 1)[scored], ruled[scored], benign=args.max_benign)
+        thresholds[name] = threshold
+        held = ruled | (oof >= threshold)
+        print(f"{name}: threshold {threshold}; out of fold: poisoning held {held[poison].mean():.3f} "
+              f"({held[poison].sum()}/{poison.sum()}), benign held {held[benign].mean():.3f} ({held[benign].sum()}/{benign.sum()})")
+        for target in (0.99, 0.98, 0.95, 0.9):
+            t = choose_threshold(oof[scored], (y == 1)[scored], ruled[scored], recall=target)
+            print(f"  at {target:.0%} recall: threshold {t:.2f}, benign held {(ruled | (oof >= t))[benign].mean():.3f}")
 
     w, b = fit(indptr, indices, values, y, l2=args.l2, epochs=args.epochs, rate=args.rate)
+    sentences = fit_vectors(X, y)
     nonzero = np.flatnonzero(np.abs(w) > 1e-6)
     corpus_hash = hashlib.sha256(CORPUS.read_bytes()).hexdigest()[:16]
     np.savez_compressed(
         args.out, indices=nonzero.astype(np.int32), values=w[nonzero].astype(np.float32), bias=np.float64(b),
-        threshold=np.float64(threshold), corpus=corpus_hash,
-        params=json.dumps({"l2": args.l2, "epochs": args.epochs, "rate": args.rate, "recall": args.recall, "max_benign": args.max_benign, "folds": args.folds}),
+        threshold=np.float64(thresholds["words and vectors"]), text_threshold=np.float64(thresholds["words alone"]),
+        **{f"vector_{name}": value.astype(np.float32) for name, value in sentences.items()},
+        mix=np.float64(args.mix), vector_model=VECTOR_MODEL, corpus=corpus_hash,
+        params=json.dumps({"l2": args.l2, "epochs": args.epochs, "rate": args.rate, "recall": args.recall, "max_benign": args.max_benign,
+                           "folds": args.folds, "mix": args.mix}),
     )
     print(f"wrote {args.out} ({len(nonzero)} weights, corpus {corpus_hash})")
 

@@ -951,8 +951,12 @@ class Screening:
     order_only: bool = False
 
 
-def screen(text: str, *, tool_names: Iterable[str] = ()) -> Screening:
+def screen(text: str, *, tool_names: Iterable[str] = (), vector=None, vectors: bool = True) -> Screening:
     """The gate on `text`: the certain signals (rules), then the judgement of intent (classifier).
+
+    `vector`: the local model's passage vector of `text` when the caller has it (a write's own
+    embedding, approvals.intent.reusable); without it the classifier makes one, unless
+    `vectors` is off (then its word model decides alone). Text a rule holds is never embedded.
 
     `order_only` is true when nothing but the classifier holds the text and its first
     clause is phrased as an order ("Never email him", "Book window seats"): restated as a
@@ -965,7 +969,7 @@ def screen(text: str, *, tool_names: Iterable[str] = ()) -> Screening:
     if reasons:  # held already, for a certain reason: the classifier could only add to it
         return Screening(reasons, False)
     folded = _base(text, fold=True)
-    held, probability, span = intent_decision(folded.text)
+    held, probability, span = intent_decision(folded.text, text, vector=vector, vectors=vectors)
     if not held:
         return Screening([], False)
     start, end = span

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from accounts.models import Role
 from accounts.services import Principal
+from approvals import intent
 from approvals.models import Approval, ApprovalStatus
-from approvals.rules import instruction_reasons
+from approvals.rules import screen
 from core import scoping
 from core.errors import NotFound, ValidationFailed
 from core.policy import Act
@@ -66,7 +68,10 @@ def approval_current_reasons(*, approval: Approval) -> list[dict]:
     since. Tool names the request flagged are looked for again.
     """
     names = [r["match"] for r in approval.reasons if r.get("rule") == "tool-name" and isinstance(r.get("match"), str)]
-    return instruction_reasons(approval.fact.text, tool_names=names)
+    fact = approval.fact
+    # The fact's stored embedding is the vector the gate reads, when the local model made it.
+    vector = fact.embedding if fact.embedding is not None and intent.reusable(fact.embedding_model) else None
+    return screen(fact.text, tool_names=names, vector=vector, vectors=settings.MEMORYHUB_GATE_VECTORS).reasons
 
 
 def approvals_replacing(*, approvals: list[Approval]) -> dict:

@@ -325,10 +325,11 @@ def _embedded_now(texts: list[str], *, inline: bool = True):
     return hooks.embed_now(texts)
 
 
-def _embed_inline(items: list[_Prepared], *, inline: bool = True) -> None:
+def _embed_inline(items: list[_Prepared], *, inline: bool = True, embedded=None) -> None:
     """Give the items their embeddings before the write's transaction, if the provider
-    answers within the budget; the rest are embedded after commit."""
-    embedded = _embedded_now([item.text for item in items], inline=inline)
+    answers within the budget (or the caller already asked it: `embedded`, with `model` and
+    one vector per item); the rest are embedded after commit."""
+    embedded = embedded if embedded is not None else _embedded_now([item.text for item in items], inline=inline)
     if embedded is not None:
         for item, vector in zip(items, embedded.vectors):
             item.embedding, item.embedding_model = vector, embedded.model
@@ -336,16 +337,18 @@ def _embed_inline(items: list[_Prepared], *, inline: bool = True) -> None:
 
 def fact_write(
     *, principal: Principal, data: FactInput, provenance: Provenance | None = None, embed_inline: bool = True,
+    embedded=None,
 ) -> tuple[Fact, str]:
     """Write one fact; a key names a slot, and writing it again supersedes the live fact there.
-    `embed_inline`: embed it inside the request within the budget (bulk imports say False)."""
+    `embed_inline`: embed it inside the request within the budget (bulk imports say False);
+    `embedded`: that embedding, when the caller asked for it already (`remember`, whose gate reads it)."""
     principal.require(Role.WRITER)
     provenance = provenance or provenance_for(principal)
     item, errors = _prepare(principal, data, gated=provenance.status == Status.PENDING)
     if errors:
         raise ValidationFailed(next(iter(errors.items()))[0] + ": " + next(iter(errors.values()))[0], errors=errors)
     _check_references(principal, [item], lambda i: "")
-    _embed_inline([item], inline=embed_inline)
+    _embed_inline([item], inline=embed_inline, embedded=embedded)
     with transaction.atomic():
         fact, outcome = _write_one(principal, item, provenance)
         _embed_after_commit([fact])

@@ -278,6 +278,10 @@ MEMORYHUB_EMBEDDINGS_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_THREADS"
 # The local model embedding a turn's question: up to two cores (bench/context.py: p95 63 → 45 ms
 # on this 2-core machine), while documents keep to MEMORYHUB_EMBEDDINGS_THREADS.
 MEMORYHUB_EMBEDDINGS_QUERY_THREADS = int(os.environ.get("MEMORYHUB_EMBEDDINGS_QUERY_THREADS", str(min(2, os.cpu_count() or 1))))
+# The memory gate reads the local model's passage vector of a remembered text besides its words
+# (approvals.intent): `remember` hands it the vector its write makes; off, the words decide alone
+# (faster where the write does not embed with the local model, and weaker: docs/benchmarks.md).
+MEMORYHUB_GATE_VECTORS = env_bool("MEMORYHUB_GATE_VECTORS", True)
 # HNSW reads: candidates per graph walk, and how far an iterative scan may go for a narrow scope.
 MEMORYHUB_HNSW_EF_SEARCH = int(os.environ.get("MEMORYHUB_HNSW_EF_SEARCH", "300"))
 MEMORYHUB_HNSW_MAX_SCAN_TUPLES = int(os.environ.get("MEMORYHUB_HNSW_MAX_SCAN_TUPLES", "50000"))
