@@ -50,7 +50,8 @@ bench: $(STAMP)
 	@echo "see bench/README.md"
 
 # The memory gate's corpus (tests/data/gate/corpus.jsonl) and classifier (approvals/intent_model.npz), rebuilt
-# from their sources: deterministic, so an unchanged source gives the same files. Then `bench/gate.py`.
+# from their sources: deterministic, so an unchanged source gives the same files. The first run embeds the
+# corpus with the local model (about ten minutes on two cores; kept in /tmp/memoryhub-gate-vectors). Then `bench/gate.py`.
 gate-model: $(STAMP)
 	$(PY) bench/gate_corpus.py
 	$(PY) -m approvals.intent_train
