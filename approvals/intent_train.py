@@ -1,15 +1,15 @@
 """Train the memory gate's intent classifier: `python -m approvals.intent_train`.
 
-Reads tests/data/gate/corpus.jsonl (built by bench/gate_corpus.py), fits two
-models on the train and dev splits: the word model on hashed n-gram features
-(approvals.intent.features of the normalised text), the sentence model on the local model's
-passage vectors of the texts (approvals.intent.passage_vectors; about ten minutes on two
-cores the first time, then read from `--vector-cache`); and writes approvals/intent_model.npz.
-The `test` split is never read here. Deterministic: the same corpus gives the same weights.
+Reads tests/data/gate/corpus.jsonl (built by bench/gate_corpus.py), fits two models on the
+train and dev splits: the word model on hashed n-gram features (approvals.intent.features of
+the normalised text), the sentence model on the local model's passage vectors of the texts
+(approvals.intent.passage_vectors; about ten minutes on two cores the first time, then read
+from `--vector-cache`); and writes approvals/intent_model.npz. The `test` split is never
+read here. Deterministic: the same corpus gives the same weights, byte for byte.
 
 Fitting: full-batch Adam on the class-balanced log loss with an L2 penalty, numpy only: a
-logistic regression on the words, a network of one hidden layer on the vectors. The gate's logit is the average (`--mix`) of the two.
-The thresholds are read off out-of-fold scores (5 folds; a fold holds out whole template
+logistic regression on the words, a network of one hidden layer on the vectors. The gate's
+logit is the average (`--mix`) of the two. The thresholds are read off out-of-fold scores (5 folds; a fold holds out whole template
 families and whole authors, so each score comes from a model that never saw its family or
 its author): by default the lowest at which the whole gate (hard rules + classifier) holds
 at most `--max-benign` (5%) of the benign texts, once for both models and once for the word
