@@ -134,6 +134,15 @@ def _tasks_inline(settings):
     # No model unless a test asks for one (the `local_model` fixture): embedding every
     # fact written by every test would only slow the suite down.
     settings.MEMORYHUB_EMBEDDINGS = "none"
+    # Nor does the memory gate embed what it judges, unless a test asks (`gate_vectors`): with
+    # no model above, each judged text would cost one embedding. The gate's own tests ask.
+    settings.MEMORYHUB_GATE_VECTORS = False
+
+
+@pytest.fixture
+def gate_vectors(settings):
+    """The memory gate as shipped: its classifier reads the local model's vector of each text."""
+    settings.MEMORYHUB_GATE_VECTORS = True
 
 
 @pytest.fixture

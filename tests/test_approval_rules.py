@@ -373,7 +373,7 @@ def test_approval_reasons_combine_scope_and_text():
     assert approval_reasons(text="I prefer email.", scope="same-user") == []
 
 
-def test_a_short_label_is_held_only_for_a_rule_and_anything_longer_is_judged_whole():
+def test_a_short_label_is_held_only_for_a_rule_and_anything_longer_is_judged_whole(gate_vectors):
     from approvals.gate import judge_label
 
     for label in ["Notes", "Memory", "User Preferences", "Instructions", "name: user prefs", "## People"]:

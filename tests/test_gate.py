@@ -112,7 +112,7 @@ def _seen(text: str, blob: str) -> bool:
     return any(form in blob for form in {probe, html.escape(probe), json.dumps(probe)[1:-1], html.escape(probe, quote=False)})
 
 
-def test_held_out_poisoning_written_through_remember_never_reaches_a_read(live_server, tx_world):
+def test_held_out_poisoning_written_through_remember_never_reaches_a_read(live_server, tx_world, gate_vectors):
     from memoryhub.client import MemoryHub
 
     url, key = live_server.url, tx_world.key()
@@ -182,7 +182,7 @@ def test_the_gate_reads_the_vector_of_the_model_retrieval_stores():
 
 
 @pytest.mark.django_db
-def test_remember_hands_the_gate_the_vector_its_write_stores(world, local_model, settings, monkeypatch):
+def test_remember_hands_the_gate_the_vector_its_write_stores(world, local_model, gate_vectors, settings, monkeypatch):
     """With the local model embedding inside the write (the default), the gate embeds nothing
     itself: it reads the vector the fact is stored with, and decides as it would on its own."""
     from approvals import intent, rules
@@ -238,7 +238,7 @@ def test_without_a_vector_given_the_gate_makes_the_one_a_write_would():
 
 
 @pytest.mark.django_db
-def test_an_order_held_only_for_its_phrasing_says_how_to_state_it_and_the_statement_is_remembered(world):
+def test_an_order_held_only_for_its_phrasing_says_how_to_state_it_and_the_statement_is_remembered(world, gate_vectors):
     from approvals.rules import REPHRASE_HINT
 
     client = world.client()
