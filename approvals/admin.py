@@ -24,8 +24,9 @@ from accounts.admin_site import (
     report_outcome,
 )
 from accounts.models import Tenant
+from approvals.gate import approval_current_reasons
 from approvals.models import Approval, ApprovalStatus
-from approvals.selectors import approval_current_reasons, approval_replaces
+from approvals.selectors import approval_replaces
 from approvals.services import approval_grant, approval_reject
 from core import scoping
 from core.errors import ApplicationError, Forbidden

@@ -3,7 +3,9 @@ model was told: the remember tool (agent.services), Claude's memory tool and MEM
 (profiles.memory_tool).
 
 `judge` asks the rules and the intent classifier (approvals.rules, approvals.intent) and the
-scope (wider than one person waits too); `hold` files the question for a reviewer.
+scope (wider than one person waits too); `hold` files the question for a reviewer;
+`approval_current_reasons` asks again on an approval's fact as it is now, for the reviewer's
+views (the admin and the dashboard highlight what it finds).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from approvals import rules
+from approvals import intent, rules
 from approvals.models import Approval
 from approvals.services import approval_request
 
@@ -53,6 +55,19 @@ def judge_label(text: str) -> Verdict:
     if len(words) > 3 or any(rules.unspaced_script(char) for char in text):
         return judge(text)
     return Verdict(rules.hard_reasons(text))
+
+
+def approval_current_reasons(*, approval: Approval) -> list[dict]:
+    """The gate's reasons on the fact's text now, with offsets into it (it is what approving makes visible).
+
+    The stored reasons were found when the agent asked; the fact may have been rewritten
+    since. Tool names the request flagged are looked for again, and the fact's stored
+    embedding is the vector the classifier reads when the local model made it.
+    """
+    names = [r["match"] for r in approval.reasons if r.get("rule") == "tool-name" and isinstance(r.get("match"), str)]
+    fact = approval.fact
+    vector = fact.embedding if fact.embedding is not None and intent.reusable(fact.embedding_model) else None
+    return judge(fact.text, tool_names=names, vector=vector).reasons
 
 
 def hold(*, fact, verdict: Verdict, requested_by: dict, origin: dict | None = None) -> Approval:

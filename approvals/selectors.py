@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import uuid
 
-from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from accounts.models import Role
 from accounts.services import Principal
-from approvals import intent
 from approvals.models import Approval, ApprovalStatus
-from approvals.rules import screen
 from core import scoping
 from core.errors import NotFound, ValidationFailed
 from core.policy import Act
@@ -59,19 +56,6 @@ def approval_get(*, principal: Principal, approval_id) -> Approval:
     if approval is None:
         raise NotFound("No such approval here.")
     return approval
-
-
-def approval_current_reasons(*, approval: Approval) -> list[dict]:
-    """What the rules find in the fact's text now, with offsets into it (it is what approving makes visible).
-
-    The stored reasons were found when the agent asked; the fact may have been rewritten
-    since. Tool names the request flagged are looked for again.
-    """
-    names = [r["match"] for r in approval.reasons if r.get("rule") == "tool-name" and isinstance(r.get("match"), str)]
-    fact = approval.fact
-    # The fact's stored embedding is the vector the gate reads, when the local model made it.
-    vector = fact.embedding if fact.embedding is not None and intent.reusable(fact.embedding_model) else None
-    return screen(fact.text, tool_names=names, vector=vector, vectors=settings.MEMORYHUB_GATE_VECTORS).reasons
 
 
 def approvals_replacing(*, approvals: list[Approval]) -> dict:

@@ -29,8 +29,9 @@ from agent.conversations import conversations_visible, messages_list
 from agent.explain import context_left_out
 from agent.models import Message, MessageRole
 from approvals.admin import highlighted
+from approvals.gate import approval_current_reasons
 from approvals.models import ApprovalStatus
-from approvals.selectors import approval_current_reasons, approval_get, approvals_list, approvals_replacing, approvals_visible
+from approvals.selectors import approval_get, approvals_list, approvals_replacing, approvals_visible
 from approvals.services import approval_grant, approval_reject
 from core.errors import ApplicationError, ValidationFailed
 from core.pagination import paginate
