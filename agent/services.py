@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -31,7 +32,8 @@ from facts.models import Status, Trust
 from facts.services import FactInput, Provenance, fact_write
 from retrieval import latency, recall as recall_
 from retrieval.conflicts import CONFLICT_NOTE, conflict_warning, memory_conflicts
-from retrieval.inline import embed_within_budget
+from retrieval.embeddings import get_embedder
+from retrieval.inline import Embedded, embed_within_budget
 from retrieval.search import NEEDS_PARTICIPANT, RECALL_SCOPES, Hit, Result, Run, facts_retrieve, parse_intent  # noqa: F401
 from workspaces.tools import memory_block, parse_memory_block  # noqa: F401  (the agent's <memory> block; parse_memory_block for callers)
 
@@ -429,7 +431,7 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
 
     # The write's embedding is made first, so the gate reads the vector the write stores
     # instead of making its own (approvals.intent).
-    embedded = embed_within_budget([text])
+    embedded = embed_within_budget([text]) or _gate_embedding(text)
     reuse = embedded is not None and intent.reusable(embedded.model)
     verdict = gate.judge(text, scope=scope, vector=embedded.vectors[0] if reuse else None)
     pending = verdict.held
@@ -476,6 +478,18 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
             raise
         return done
     return result, False
+
+
+def _gate_embedding(text: str) -> Embedded | None:
+    """When the write's embedding missed its budget, the vector the gate must make for itself,
+    as the write's too if the write embeds with the gate's model: one embedding, not two (the
+    write would otherwise embed the text again after commit)."""
+    if not settings.MEMORYHUB_GATE_VECTORS:
+        return None
+    embedder = get_embedder()
+    if embedder is None or not intent.reusable(embedder.model):
+        return None
+    return Embedded(model=embedder.model, vectors=[intent.passage_vectors([text])[0].tolist()])
 
 
 class RememberReplayConflict(Conflict):

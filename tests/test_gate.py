@@ -218,6 +218,40 @@ def test_remember_hands_the_gate_the_vector_its_write_stores(world, local_model,
     assert answer["status"] == "remembered" and made == []
 
 
+@pytest.mark.django_db
+def test_when_the_write_misses_its_budget_the_gate_embeds_once_for_both(world, local_model, gate_vectors, settings, monkeypatch):
+    """No inline embedding (its budget missed): the gate makes the vector itself, and the write
+    stores that one at commit instead of embedding the text again afterwards."""
+    from approvals import intent
+    from core import scoping
+    from facts.models import Fact
+
+    settings.MEMORYHUB_EMBEDDINGS_INLINE_BUDGET_MS = 0  # as if the provider were too slow
+    made: list[list[str]] = []
+    real = intent.passage_vectors
+    monkeypatch.setattr(intent, "passage_vectors", lambda texts: made.append(list(texts)) or real(texts))
+    documents: list[list[str]] = []
+    real_documents = local_model.embed_documents
+    monkeypatch.setattr(local_model, "embed_documents", lambda texts: documents.append(list(texts)) or real_documents(texts))
+    client = world.client()
+    assert client.post("/v1/agents", AGENT, format="json").status_code == 201
+    text = "Prefers a call before nine; never text after dinner."
+    answer = client.post("/v1/agents/acme.desk/remember", {
+        "participantId": "end-7", "arguments": {"type": "acme.preference", "content": text}}, format="json").json()
+    assert answer["status"] == "remembered"
+    assert made == [[text]] and documents == []
+    with scoping.scopes_disabled():
+        fact = Fact.objects.get(id=answer["factId"])
+    assert fact.embedding_model == intent.VECTOR_MODEL
+    np.testing.assert_array_equal(np.asarray(fact.embedding, np.float32), real([text])[0])
+    # Off, the gate embeds nothing for itself, so there is no vector to hand over.
+    made.clear()
+    settings.MEMORYHUB_GATE_VECTORS = False
+    answer = client.post("/v1/agents/acme.desk/remember", {
+        "participantId": "end-7", "arguments": {"type": "acme.preference", "content": "Prefers tea to coffee."}}, format="json").json()
+    assert answer["status"] == "remembered" and made == []
+
+
 def test_without_a_vector_given_the_gate_makes_the_one_a_write_would():
     from approvals import intent
     from approvals.rules import normalise
