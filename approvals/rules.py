@@ -166,10 +166,9 @@ class _Builder:
         self.ends: list[int] = []
 
     def add(self, text: str, start: int, end: int) -> None:
-        for char in text:
-            self.chars.append(char)
-            self.starts.append(start)
-            self.ends.append(end)
+        self.chars.extend(text)
+        self.starts.extend([start] * len(text))
+        self.ends.extend([end] * len(text))
 
     def build(self) -> _Mapped:
         return _Mapped("".join(self.chars), self.starts, self.ends)
@@ -179,51 +178,74 @@ def _strip_marks(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) not in {"Mn", "Me"})
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _folded(cluster: str, fold: bool) -> str:
+    """What one base character and its marks become in `_base` ("" when invisible): a pure
+    function of the cluster, so each distinct cluster is worked out once per process."""
+    if _invisible(cluster[0]):
+        # A lone invisible character, or a mark with nothing to sit on: dropped (with its marks).
+        return ""
+    piece = _strip_marks(unicodedata.normalize("NFKC", cluster))
+    out = []
+    for char in piece:
+        if _invisible(char):
+            continue
+        for lower in char.casefold():
+            if fold:
+                lower = HOMOGLYPHS.get(lower, lower)
+            lower = _PUNCTUATION.get(lower, lower)
+            if lower in _LINE_BREAKS:
+                lower = "\n"
+            elif lower.isspace() or unicodedata.category(lower) in {"Zs", "Zl", "Zp"}:
+                lower = " "
+            out.append(lower)
+    return "".join(out)
+
+
 def _base(text: str, *, fold: bool, collapse: bool = True) -> _Mapped:
     """NFKC per base character and its marks; invisible characters out; accents off; casefold."""
-    out = _Builder()
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
     i, n = 0, len(text)
     while i < n:
         j = i + 1
-        while j < n and unicodedata.category(text[j]) in {"Mn", "Me", "Mc"}:
+        # Combining marks start at U+0300: below it, no category lookup is needed.
+        while j < n and text[j] >= "\u0300" and unicodedata.category(text[j]) in {"Mn", "Me", "Mc"}:
             j += 1
-        cluster = text[i:j]
-        if _invisible(cluster[0]):
-            # A lone invisible character, or a mark with nothing to sit on: drop it (and its marks).
-            i = j
-            continue
-        piece = _strip_marks(unicodedata.normalize("NFKC", cluster))
-        piece = "".join(c for c in piece if not _invisible(c))
-        for char in piece:
-            for lower in char.casefold():
-                if fold:
-                    lower = HOMOGLYPHS.get(lower, lower)
-                lower = _PUNCTUATION.get(lower, lower)
-                if lower in _LINE_BREAKS:
-                    lower = "\n"
-                elif lower.isspace() or unicodedata.category(lower) in {"Zs", "Zl", "Zp"}:
-                    lower = " "
-                out.add(lower, i, j)
+        piece = _folded(text[i:j], fold)
+        if len(piece) == 1:
+            chars.append(piece)
+            starts.append(i)
+            ends.append(j)
+        elif piece:
+            chars.extend(piece)
+            starts.extend([i] * len(piece))
+            ends.extend([j] * len(piece))
         i = j
-    return _collapse(out.build()) if collapse else out.build()
+    mapped = _Mapped("".join(chars), starts, ends)
+    return _collapse(mapped) if collapse else mapped
 
 
 def _collapse(mapped: _Mapped) -> _Mapped:
     """Runs of whitespace become one space (one line break if they hold one); none at either end."""
-    out = _Builder()
+    chars: list[str] = []
+    kept: list[int] = []
     for index, char in enumerate(mapped.text):
-        if char in " \n":
-            if not out.chars:
+        if char == " " or char == "\n":
+            if not chars:
                 continue
-            if out.chars[-1] in " \n":
+            if chars[-1] == " " or chars[-1] == "\n":
                 if char == "\n":
-                    out.chars[-1] = "\n"
+                    chars[-1] = "\n"
                 continue
-        out.add(char, mapped.starts[index], mapped.ends[index])
-    result = out.build()
-    while result.text[-1:] in {" ", "\n"} and result.text:
-        result = _Mapped(result.text[:-1], result.starts[:-1], result.ends[:-1])
-    return result
+        chars.append(char)
+        kept.append(index)
+    while chars and chars[-1] in " \n":
+        chars.pop()
+        kept.pop()
+    starts, ends = mapped.starts, mapped.ends
+    return _Mapped("".join(chars), [starts[k] for k in kept], [ends[k] for k in kept])
 
 
 def normalise(text: str) -> str:
