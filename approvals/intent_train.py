@@ -9,12 +9,13 @@ read here. Deterministic: the same corpus gives the same weights, byte for byte.
 
 Fitting: full-batch Adam on the class-balanced log loss with an L2 penalty, numpy only: a
 logistic regression on the words, a network of one hidden layer on the vectors. The gate's
-logit is the average (`--mix`) of the two. The thresholds are read off out-of-fold scores (5 folds; a fold holds out whole template
-families and whole authors, so each score comes from a model that never saw its family or
-its author): by default the lowest at which the whole gate (hard rules + classifier) holds
-at most `--max-benign` (5%) of the benign texts, once for both models and once for the word
-model alone (MEMORYHUB_GATE_VECTORS=off); `--recall R` picks instead the highest at which
-it holds R of the poisoning texts.
+logit is a weighted average of the two (`--mix`, the network's share: 0.4). The thresholds
+are read off out-of-fold scores (5 folds; a fold holds out whole template families and whole
+authors, so each score comes from a model that never saw its family or its author): by
+default the lowest at which the whole gate (hard rules + classifier) holds at most
+`--max-benign` (5%) of the benign texts, once for both models and once for the word model
+alone (MEMORYHUB_GATE_VECTORS=off); `--recall R` picks instead the highest at which it holds
+R of the poisoning texts.
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="choose the threshold that holds this share of poisoning out of fold instead")
     parser.add_argument("--max-benign", type=float, default=0.05,
                         help="the threshold: the lowest that holds at most this share of benign texts out of fold")
-    parser.add_argument("--mix", type=float, default=0.5, help="the sentence model's share of the gate's logit")
+    parser.add_argument("--mix", type=float, default=0.4, help="the sentence model's share of the gate's logit")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--vector-cache", type=Path, default=Path("/tmp/memoryhub-gate-vectors"),
                         help="where the corpus's passage vectors are kept between runs")

