@@ -51,7 +51,7 @@ bench: $(STAMP)
 
 # The memory gate's corpus (tests/data/gate/corpus.jsonl) and classifier (approvals/intent_model.npz), rebuilt
 # from their sources: deterministic, so an unchanged source gives the same files. The first run embeds the
-# corpus with the local model (about ten minutes on two cores; kept in /tmp/memoryhub-gate-vectors). Then `bench/gate.py`.
+# corpus with the local model (about fifteen minutes on two cores; kept in /tmp/memoryhub-gate-vectors). Then `bench/gate.py`.
 gate-model: $(STAMP)
 	$(PY) bench/gate_corpus.py
 	$(PY) -m approvals.intent_train

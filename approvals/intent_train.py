@@ -3,9 +3,9 @@
 Reads tests/data/gate/corpus.jsonl (built by bench/gate_corpus.py), fits two models on the
 train and dev splits: the word model on hashed n-gram features (approvals.intent.features of
 the normalised text), the sentence model on the local model's passage vectors of the texts
-(approvals.intent.passage_vectors; about ten minutes on two cores the first time, then read
-from `--vector-cache`); and writes approvals/intent_model.npz. The `test` split is never
-read here. Deterministic: the same corpus gives the same weights, byte for byte.
+(approvals.intent.passage_vectors; about fifteen minutes on two cores the first time, then
+read from `--vector-cache`); and writes approvals/intent_model.npz. The `test` split is
+never read here. Deterministic: the same corpus gives the same weights, byte for byte.
 
 Fitting: full-batch Adam on the class-balanced log loss with an L2 penalty, numpy only: a
 logistic regression on the words, a network of one hidden layer on the vectors. The gate's
