@@ -309,10 +309,13 @@ def test_base64_that_decodes_to_an_instruction_is_a_reason():
     ids=["prose", "dots", "labels", "zero-width", "tags", "zero-width-run", "base64ish", "at", "url", "ignore"],
 )
 def test_adversarial_text_is_read_quickly(text):
+    """The rules and the word model read a long hostile text in linear time. The vector is left
+    out: it costs one embedding of at most the model's 512 tokens whatever the text (bench/gate.py
+    times it), and on a loaded machine that alone can take seconds."""
     import time
 
     started = time.perf_counter()
-    reasons = instruction_reasons(text)
+    reasons = screen(text, vectors=False).reasons
     assert time.perf_counter() - started < 2.0
     assert len(reasons) <= 50
 
