@@ -24,6 +24,7 @@ from accounts.services import Principal
 from agent.conversations import conversation_find
 from agent.models import Agent, RememberCall
 from approvals import gate, intent
+from approvals.rules import MAX_ANALYSED
 from core import policy
 from core.errors import ApplicationError, Conflict, NotFound, ValidationFailed
 from core.times import parse_time
@@ -430,10 +431,12 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
         raise RememberRejected(f"{turn.who} remembers per conversation: pass the run's `conversationId`.", errors={"conversationId": ["required"]})
 
     # The write's embedding is made first, so the gate reads the vector the write stores
-    # instead of making its own (approvals.intent).
-    embedded = embed_within_budget([text]) or _gate_embedding(text)
+    # instead of making its own (approvals.intent); when it missed its budget, the vector the
+    # gate made is the write's.
+    embedded = embed_within_budget([text])
     reuse = embedded is not None and intent.reusable(embedded.model)
     verdict = gate.judge(text, scope=scope, vector=embedded.vectors[0] if reuse else None)
+    embedded = embedded or _gate_embedding(text, verdict)
     pending = verdict.held
     content = {"key": key, "text": text} if key else {"text": text}
     data = FactInput(
@@ -480,16 +483,17 @@ def agent_remember(*, turn: Turn, call: RememberCallInput) -> tuple[dict, bool]:
     return result, False
 
 
-def _gate_embedding(text: str) -> Embedded | None:
-    """When the write's embedding missed its budget, the vector the gate must make for itself,
-    as the write's too if the write embeds with the gate's model: one embedding, not two (the
-    write would otherwise embed the text again after commit)."""
-    if not settings.MEMORYHUB_GATE_VECTORS:
+def _gate_embedding(text: str, verdict: gate.Verdict) -> Embedded | None:
+    """When the write's embedding missed its budget, the vector the gate made for itself, as the
+    write's too if the write embeds with the gate's model: one embedding, not two (the write
+    would otherwise embed the text again after commit). A text a rule holds was not embedded:
+    its write embeds after commit, off the request path."""
+    if verdict.vector is None or len(text) > MAX_ANALYSED:  # the gate read a cut text
         return None
     embedder = get_embedder()
     if embedder is None or not intent.reusable(embedder.model):
         return None
-    return Embedded(model=embedder.model, vectors=[intent.passage_vectors([text])[0].tolist()])
+    return Embedded(model=embedder.model, vectors=[[float(x) for x in verdict.vector]])
 
 
 class RememberReplayConflict(Conflict):

@@ -24,6 +24,7 @@ from approvals.services import approval_request
 class Verdict:
     reasons: list[dict]  # why it waits ([]: it may be kept at once)
     hint: str | None = None  # held only for reading as an order: how to state it as a fact instead
+    vector: object = None  # the passage vector the classifier read (approvals.rules.Screening.vector)
 
     @property
     def held(self) -> bool:
@@ -35,11 +36,12 @@ def judge(text: str, *, scope: str | None = None, tool_names: Iterable[str] = ()
 
     `vector`: the local model's passage vector of `text` when the caller's write made it
     (approvals.intent.reusable); otherwise the classifier makes its own, unless
-    MEMORYHUB_GATE_VECTORS is off."""
+    MEMORYHUB_GATE_VECTORS is off, or a rule holds the text (then nothing is embedded). The
+    verdict carries the vector the classifier read."""
     screening = rules.screen(text, tool_names=tool_names, vector=vector, vectors=settings.MEMORYHUB_GATE_VECTORS)
     wide = rules.scope_reasons(scope) if scope else []
     hint = rules.REPHRASE_HINT if screening.order_only and not wide else None
-    return Verdict(wide + screening.reasons, hint)
+    return Verdict(wide + screening.reasons, hint, screening.vector)
 
 
 def judge_label(text: str) -> Verdict:

@@ -971,6 +971,7 @@ class Screening:
 
     reasons: list[dict]
     order_only: bool = False
+    vector: object = None  # the passage vector the classifier read (given or made here); None if it read none
 
 
 def screen(text: str, *, tool_names: Iterable[str] = (), vector=None, vectors: bool = True) -> Screening:
@@ -983,23 +984,28 @@ def screen(text: str, *, tool_names: Iterable[str] = (), vector=None, vectors: b
     `order_only` is true when nothing but the classifier holds the text and its first
     clause is phrased as an order ("Never email him", "Book window seats"): restated as a
     fact about the person ("Prefers …", "Does not want …") it may be remembered at once.
+    `vector` on the result is the vector the classifier read, so a caller whose write has none
+    yet may store the one made here (agent.services.remember).
     """
-    from approvals.intent import intent_decision
+    from approvals.intent import intent_decision, passage_vectors
 
     text = text[:MAX_ANALYSED]
     reasons = hard_reasons(text, tool_names=tool_names)
     if reasons:  # held already, for a certain reason: the classifier could only add to it
         return Screening(reasons, False)
+    if vectors and vector is None:
+        vector = passage_vectors([text])[0]
     folded = _base(text, fold=True)
     held, probability, span = intent_decision(folded.text, text, vector=vector, vectors=vectors)
+    vector = vector if vectors else None
     if not held:
-        return Screening([], False)
+        return Screening([], False, vector)
     start, end = span
     reason = {"rule": "intent", "match": folded.text[start:end][:200], "score": round(float(probability), 3)}
     original = folded.span(start, end)
     if original is not None:
         reason["start"], reason["end"] = original
-    return Screening([reason], phrased_as_order(folded.text))
+    return Screening([reason], phrased_as_order(folded.text), vector)
 
 
 def instruction_reasons(text: str, *, tool_names: Iterable[str] = ()) -> list[dict]:
