@@ -173,9 +173,8 @@ class ApprovalAdmin(CrossTenantAdminMixin, ServiceOnlyAdminMixin, admin.ModelAdm
     actions = ("approve_selected", "reject_selected")
 
     def get_queryset(self, request):
-        queryset = super().get_queryset(request).select_related("tenant", "project__tenant", "fact").defer(
-            "fact__embedding", "fact__search_vector"
-        )
+        # The fact's embedding stays: the reasons column asks the gate again, which reads it.
+        queryset = super().get_queryset(request).select_related("tenant", "project__tenant", "fact").defer("fact__search_vector")
         if (condition := membership_condition(request.user)) is not None:
             queryset = queryset.filter(condition)
         return queryset

@@ -21,20 +21,23 @@ from facts.models import Fact, Status as FactStatus
 from facts.selectors import facts_visible, slot_filter
 
 
-def approvals_visible(*, principal: Principal) -> QuerySet[Approval]:
-    """Every approval the principal may see; 403 below reviewer."""
+def approvals_visible(*, principal: Principal, vectors: bool = False) -> QuerySet[Approval]:
+    """Every approval the principal may see; 403 below reviewer. With `vectors`, each fact's
+    embedding comes along: the gate reads it when it asks again for a reviewer's view
+    (approvals.gate.approval_current_reasons), which would otherwise fetch it row by row."""
     principal.require(Role.REVIEWER)
+    large = ("fact__search_vector",) if vectors else ("fact__embedding", "fact__search_vector")
     return (
         Approval.objects.filter(fact__in=facts_visible(principal=principal, act=Act.REVIEW).values("id"))
         .select_related("fact")
-        .defer("fact__embedding", "fact__search_vector")  # large, and shown nowhere
+        .defer(*large)  # shown nowhere
     )
 
 
-def approvals_list(*, principal: Principal, status: str | None = ApprovalStatus.PENDING) -> QuerySet[Approval]:
+def approvals_list(*, principal: Principal, status: str | None = ApprovalStatus.PENDING, vectors: bool = False) -> QuerySet[Approval]:
     """The approvals in one status (all with None). The pending queue shows only questions
     still open: a fact deleted or rewritten meanwhile has nothing left to approve."""
-    queryset = approvals_visible(principal=principal)
+    queryset = approvals_visible(principal=principal, vectors=vectors)
     if status is None:
         return queryset
     if status not in ApprovalStatus.values:

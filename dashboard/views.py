@@ -14,7 +14,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, LogoutView
-from django.db.models import Count, Q
+from django.db.models import CharField, Count, Q, Value
 from django.shortcuts import redirect, render
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -342,15 +342,18 @@ def _asked_in(principal, approvals) -> dict:
     if not wanted:
         return {}
     conversations = {str(c.id): c for c in conversations_visible(principal=principal).filter(id__in=set(wanted.values()))}
-    asked = {}
-    for approval in approvals:
-        conversation = conversations.get(wanted.get(approval.id))
-        if conversation is None:
-            continue
-        said = (Message.objects.filter(conversation_id=conversation.id, role=MessageRole.USER, created_at__lte=approval.created_at)
-                .order_by("-sequence").values_list("text", flat=True).first())
-        asked[approval.id] = {"conversation": conversation, "user_message": said}
-    return asked
+    mine = [a for a in approvals if wanted.get(a.id) in conversations]
+    if not mine:
+        return {}
+    # One statement for the page: each approval's last user message, a query of one row apiece
+    # (the conversation's sequence index, read backwards), joined by UNION ALL.
+    last = [
+        Message.objects.filter(conversation_id=conversations[wanted[a.id]].id, role=MessageRole.USER, created_at__lte=a.created_at)
+        .order_by("-sequence").values_list(Value(str(a.id), output_field=CharField()), "text")[:1]
+        for a in mine
+    ]
+    said = dict(last[0].union(*last[1:], all=True))
+    return {a.id: {"conversation": conversations[wanted[a.id]], "user_message": said.get(str(a.id))} for a in mine}
 
 
 def _same_requests(items: list[dict]) -> list[list[dict]]:
@@ -400,7 +403,7 @@ def approvals(request, place: Place):
     statuses = {value for value, _ in forms.APPROVAL_STATUSES}
     if status not in statuses:
         status = ApprovalStatus.PENDING
-    queryset = approvals_list(principal=principal, status=None if status == "all" else status).select_related("project")
+    queryset = approvals_list(principal=principal, status=None if status == "all" else status, vectors=True).select_related("project")
     rows, next_cursor = paginate(queryset, params={"limit": PAGE_SIZE, "cursor": request.GET.get("cursor")})
     replacing = approvals_replacing(approvals=rows)
     asked_in = _asked_in(principal, rows)
