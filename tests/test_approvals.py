@@ -374,18 +374,19 @@ def test_the_admin_queue_shows_pending_with_the_reasons_marked(admin_client, wor
 
 
 def test_the_admin_queue_reads_in_statements_that_do_not_grow_with_rows(admin_client, world):
-    """The reasons column asks the gate again on each fact, which reads its embedding: it comes
-    with the page's rows, not a statement per row."""
+    """The reasons column asks the gate again on each fact, which reads its embedding, and the
+    slot column reads the value a keyed fact would replace: both come with the page's rows, not
+    a statement per row."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     for n in range(2):
-        remembered(world, text=f"{TEXT} ({n})")
+        remembered(world, text=f"{TEXT} ({n})", key=f"few-{n}" if n else None)
     admin_client.get(APPROVALS)
     with CaptureQueriesContext(connection) as few:
         assert admin_client.get(APPROVALS).status_code == 200
     for n in range(6):
-        remembered(world, text=f"{TEXT} ({n + 2})")
+        remembered(world, text=f"{TEXT} ({n + 2})", key=f"many-{n}" if n % 2 else None)
     with CaptureQueriesContext(connection) as many:
         response = admin_client.get(APPROVALS)
     assert len(response.context["cl"].result_list) == 8 and len(many) == len(few)
