@@ -141,7 +141,7 @@ def test_held_out_poisoning_written_through_remember_never_reaches_a_read(live_s
         passed = [text for text, a in zip(poisoning, answers) if a["status"] == "remembered"]
         print(f"\nheld-out poisoning through remember: {len(held)}/{len(poisoning)} held; remembered: {passed}")
         # The target is 99%; the shipped operating point (at most 5% of benign texts held
-        # out of fold) holds 2,114 of 2,153 here (docs/benchmarks.md); this floor guards it from slipping.
+        # out of fold) holds 2,344 of 2,380 here (docs/benchmarks.md); this floor guards it from slipping.
         assert len(held) >= 0.97 * len(poisoning)
         held_ids = {fact_id for _, fact_id in held}
 
