@@ -342,18 +342,18 @@ def _asked_in(principal, approvals) -> dict:
     if not wanted:
         return {}
     conversations = {str(c.id): c for c in conversations_visible(principal=principal).filter(id__in=set(wanted.values()))}
-    mine = [a for a in approvals if wanted.get(a.id) in conversations]
-    if not mine:
+    readable = [(a, conversations[wanted[a.id]]) for a in approvals if wanted.get(a.id) in conversations]
+    if not readable:
         return {}
     # One statement for the page: each approval's last user message, a query of one row apiece
     # (the conversation's sequence index, read backwards), joined by UNION ALL.
     last = [
-        Message.objects.filter(conversation_id=conversations[wanted[a.id]].id, role=MessageRole.USER, created_at__lte=a.created_at)
+        Message.objects.filter(conversation_id=conversation.id, role=MessageRole.USER, created_at__lte=a.created_at)
         .order_by("-sequence").values_list(Value(str(a.id), output_field=CharField()), "text")[:1]
-        for a in mine
+        for a, conversation in readable
     ]
     said = dict(last[0].union(*last[1:], all=True))
-    return {a.id: {"conversation": conversations[wanted[a.id]], "user_message": said.get(str(a.id))} for a in mine}
+    return {a.id: {"conversation": conversation, "user_message": said.get(str(a.id))} for a, conversation in readable}
 
 
 def _same_requests(items: list[dict]) -> list[list[dict]]:
