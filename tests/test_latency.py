@@ -12,10 +12,27 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def empty():
+def empty(monkeypatch):
+    """No flush on a background thread unless a test asks for one: 30 s after the suite's last
+    flush, the first observe would start one, on its own connection, which cannot see this
+    test's uncommitted project and so drops the figures it took (CI saw 6 reads of 7)."""
+    monkeypatch.setattr(latency, "FLUSH_SECONDS", float("inf"))
     latency._counts.clear()
     yield
     latency._counts.clear()
+
+
+def test_a_due_flush_runs_on_a_background_thread(tx_world, monkeypatch):
+    import threading
+
+    monkeypatch.setattr(latency, "FLUSH_SECONDS", 0.0)
+    latency.observe(tenant_id=tx_world.acme.id, project_id=tx_world.desk.id, kind="retrieve", seconds=0.003)
+    for thread in threading.enumerate():
+        if thread.name == "memoryhub-latency":
+            thread.join(timeout=10)
+    with scoping.scopes_disabled():
+        assert ReadLatency.objects.get(project_id=tx_world.desk.id, kind="retrieve").count == 1
+    assert latency._counts == {} and latency._flushing is False
 
 
 def test_reads_go_into_their_buckets_and_processes_add_up(world):
