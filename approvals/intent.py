@@ -18,7 +18,7 @@ decision costs one or two milliseconds, in-process, with numpy only; the vector,
 gate makes it itself, costs one embedding (docs/benchmarks.md, "Memory gate", has the
 figures and why the two models together).
 
-`intent_decision(normalised, text)` gives the probability that the text is aimed at the
+`intent_decision(normalised, vector=...)` gives the probability that the text is aimed at the
 assistant's behaviour (poisoning) rather than a statement about a person or the world or
 the person's own preference, whether that is over the threshold, and the clause that
 contributes most to the word model's score; approvals.rules.screen makes it a reason
@@ -313,18 +313,15 @@ def intent_span(normalised: str, indices: np.ndarray, values: np.ndarray, occurr
     return best_span
 
 
-def intent_decision(normalised: str, text: str | None = None, *, vector: np.ndarray | None = None,
-                    vectors: bool = True) -> tuple[bool, float, tuple[int, int] | None]:
+def intent_decision(normalised: str, *, vector: np.ndarray | None) -> tuple[bool, float, tuple[int, int] | None]:
     """(hold?, probability, span of the most telling clause in `normalised` when held).
 
-    With `vectors` (the default) both models decide: `vector` is the local model's passage
-    vector of `text` (the text as written; `normalised` when not given), made here when not
-    given. Without, the word model alone at its own threshold."""
+    With a `vector` (the local model's passage vector of the text as written: approvals.rules.screen
+    makes it, or takes the write's) both models decide; with None, the word model alone at its
+    own threshold (MEMORYHUB_GATE_VECTORS=off). Nothing is embedded here."""
     current = model()
     indices, values, occurrences = features(normalised)
-    if vectors and vector is None:
-        vector = passage_vectors([text if text is not None else normalised])[0]
-    probability, threshold = current.combined(current.logit(indices, values), vector if vectors else None)
+    probability, threshold = current.combined(current.logit(indices, values), vector)
     if probability < threshold:
         return False, probability, None
     return True, probability, intent_span(normalised, indices, values, occurrences)

@@ -996,8 +996,8 @@ def screen(text: str, *, tool_names: Iterable[str] = (), vector=None, vectors: b
     if vectors and vector is None:
         vector = passage_vectors([text])[0]
     folded = _base(text, fold=True)
-    held, probability, span = intent_decision(folded.text, text, vector=vector, vectors=vectors)
     vector = vector if vectors else None
+    held, probability, span = intent_decision(folded.text, vector=vector)
     if not held:
         return Screening([], False, vector)
     start, end = span
