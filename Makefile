@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lock lint bench audit reliability clean help gate-model gate-words
+.PHONY: run test install lock lint bench audit reliability clean help gate-model gate-words gate-layers
 
 help:
 	@echo "make run    serve memoryhub on http://127.0.0.1:$${PORT:-8000} (embedded PostgreSQL, no settings)"
@@ -61,6 +61,18 @@ gate-model: $(STAMP)
 gate-words: $(STAMP)
 	$(PY) -m pip install --quiet wordfreq==3.1.1
 	$(PY) bench/gate_words.py
+
+# A trial of the gate, not shipped (docs/benchmarks.md, "Memory gate"): the local model's last two encoder layers
+# fine-tuned (bench/gate_layers/). PyTorch runs in a venv of its own on Python 3.11 (the torch file on this machine's
+# disk is for 3.11); gcc builds the tapped engine. About an hour on two cores; reads the test split once at the end.
+TORCH_VENV := .venv-torch
+$(TORCH_VENV)/bin/python:
+	python3.11 -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install --quiet torch==2.13.0 numpy==2.4.6
+
+gate-layers: $(STAMP) $(TORCH_VENV)/bin/python
+	folder=$$($(PY) bench/gate_layers/run.py read) && $(TORCH_VENV)/bin/python -m bench.gate_layers.train "$$folder"
+	$(PY) bench/gate_layers/run.py evaluate
 
 # Known vulnerabilities (PyPI's advisory data) in what is installed; memoryhub itself is skipped (not on PyPI).
 audit: $(STAMP)
