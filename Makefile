@@ -13,6 +13,7 @@ help:
 	@echo "make lock   update the lock files (requirements/) from pyproject.toml"
 	@echo "make gate-model  rebuild the memory gate's corpus and retrain its classifier (docs/benchmarks.md)"
 	@echo "make gate-words  rebuild the gate classifier's word classes (needs wordfreq; about ten minutes)"
+	@echo "make gate-layers the gate trial with fine-tuned encoder layers, not shipped (PyTorch on Python 3.11; about an hour)"
 	@echo "make audit  pip-audit: known vulnerabilities in the installed packages"
 	@echo "make reliability  the guarantees of docs/reliability.md, with the larger schemathesis run"
 

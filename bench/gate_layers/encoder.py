@@ -16,7 +16,6 @@ import os
 import platform
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +67,7 @@ def library() -> Path:
             subprocess.run(command, check=True, capture_output=True, text=True)
         except (OSError, subprocess.CalledProcessError) as error:
             detail = getattr(error, "stderr", "") or str(error)
-            raise BuildError(f"could not compile the gate's encoder ({' '.join(command)}): {detail.strip()[:2000]}") from error
+            raise BuildError(f"could not compile the tapped encoder ({' '.join(command)}): {detail.strip()[:2000]}") from error
         os.replace(partial, target)  # atomic: a concurrent build writes the same bytes
     return target
 
@@ -138,5 +137,3 @@ class Encoder:
             return out[:n].reshape(-1, self.hidden if name == "fo.w" else self.dimensions).copy()
         return out[:n].copy()
 
-
-_lock = threading.Lock()
