@@ -132,12 +132,13 @@ def train(tensors, states, offsets, y, rows, *, layers, heads, eps, epochs, rate
 @torch.no_grad()
 def logits(gate: Gate, states, offsets, rows: np.ndarray) -> np.ndarray:
     out = []
-    order = rows[np.argsort(offsets[rows + 1] - offsets[rows], kind="stable")]  # similar lengths together
+    by_length = np.argsort(offsets[rows + 1] - offsets[rows], kind="stable")  # similar lengths together
+    order = rows[by_length]
     for start in range(0, len(order), 128):
         x, mask = batch_of(states, offsets, order[start:start + 128])
         out.append(gate(x, mask).numpy())
     result = np.empty(len(rows))
-    result[np.argsort(offsets[rows + 1] - offsets[rows], kind="stable")] = np.concatenate(out)
+    result[by_length] = np.concatenate(out)
     return result
 
 
