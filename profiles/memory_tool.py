@@ -215,6 +215,11 @@ def _judge_prose(element: str) -> list[dict]:
     return (gate.judge_label(words) if md.is_heading(element, "#") else gate.judge(words)).reasons
 
 
+def _judge_line(role: md.Role) -> list[dict]:
+    """A line's text, and the topic file an index entry points to: a file name is a label."""
+    return gate.judge(role.text).reasons + (gate.judge_label(role.topic).reasons if role.topic else [])
+
+
 def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list[tuple[md.Role, str, list[dict]]]]:
     """The file's text without the new lines the memory gate holds, and those lines."""
 
@@ -235,7 +240,7 @@ def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list
                 lines.append(element)
             continue
         item, step = parsed.items[element], plan.steps[element]
-        reasons = gate.judge(step.role.text).reasons if step.action != "keep" else []
+        reasons = _judge_line(step.role) if step.action != "keep" else []
         if not reasons:
             lines.append(item.source)
             continue
@@ -248,7 +253,7 @@ def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list
         out.append("---")
         for key, value in parsed.frontmatter:
             line = f"{key}: {value}" if key is not None else value
-            keep = line in old_front or key in ("type", "created", "updated")
+            keep = line in old_front or key == "type"  # the parser refuses any type but the four
             reasons = [] if keep else (gate.judge_label(line) if key is not None else gate.judge(line)).reasons
             if reasons:
                 held.append((md.Role("topic", parsed.type or "reference", parsed.name, None, line), line, reasons))
