@@ -132,6 +132,18 @@ def _file_name(path: Any, *, field_name: str = "path") -> str | None:
     return name
 
 
+def _new_file_name(path: Any, *, field_name: str = "path") -> str | None:
+    """`_file_name` for a file about to be named (create, rename's destination): a file name is
+    shown to the model in every listing, so one the gate would hold as a label is refused."""
+    name = _file_name(path, field_name=field_name)
+    if name is not None and (reasons := gate.judge_label(name).reasons):
+        raise MemoryToolError(
+            f"The name {path} is not kept: a file name is shown to the model, and this one carries "
+            f"{reasons[0]['rule']} ({reasons[0]['match']!r}). Name the file by its topic, e.g. {ROOT}/user-preferences.md"
+        )
+    return name
+
+
 def _numbered(lines: list[str], start: int) -> str:
     return "\n".join(f"{str(number).rjust(LINE_NUMBER_WIDTH)}\t{line}" for number, line in enumerate(lines, start))
 
@@ -308,7 +320,7 @@ def _held_note(held: list[Held]) -> str:
 
 def create(*, scope: markdown_memory.Folder, path: Any, file_text: Any) -> Result:
     scope.principal.require(Role.WRITER)
-    name = _file_name(path)
+    name = _new_file_name(path)
     if name is None:
         raise MemoryToolError(f"{ROOT} is a directory: create a file in it, e.g. {ROOT}/notes.md")
     if not isinstance(file_text, str):
@@ -398,7 +410,7 @@ def rename(*, scope: markdown_memory.Folder, old_path: Any, new_path: Any) -> Re
     file), index entries that pointed to it point to the new name."""
     scope.principal.require(Role.WRITER)
     old = _file_name(old_path, field_name="old_path")
-    new = _file_name(new_path, field_name="new_path")
+    new = _new_file_name(new_path, field_name="new_path")
     if old is None:
         raise MemoryToolError(f"Cannot rename the {ROOT} directory itself")
     if new is None:

@@ -278,3 +278,28 @@ def test_a_harmless_payload_is_kept_and_shown(alice, command, place, payload):
     assert place.line(payload) in view_lines(shown(alice)[place.file])
     assert any(place.mark(payload) in json.dumps(f["content"], ensure_ascii=False) for f in live_facts(alice))
     assert alice.get("/v1/approvals", {"status": "pending"}).json()["data"] == []
+
+
+NAMED = [p for p in PAYLOADS + [HARMLESS] if p.file_form]
+
+
+@pytest.mark.parametrize("command", ["create", "rename"])
+@pytest.mark.parametrize("payload", NAMED, ids=str)
+def test_a_file_name_with_a_certain_signal_is_refused(alice, command, payload):
+    # A file's name shows in every listing of /memories: one the gate would hold cannot be
+    # held (there is no pending file), so the command is refused and nothing changes.
+    path = f"/memories/{payload.file_form}"
+    assert md.valid_name(payload.file_form) and bool(rules.hard_reasons(payload.file_form)) == payload.hard
+    setup(alice, "str_replace", PLACES[0])  # the topic file, to rename
+    before = call(alice, command="view", path="/memories").json()["text"], live_facts(alice)
+    if command == "create":
+        response = call(alice, command="create", path=path, file_text=BASE["topic"])
+    else:
+        response = call(alice, command="rename", old_path=TOPIC_PATH, new_path=path)
+    listing = call(alice, command="view", path="/memories").json()["text"]
+    if not payload.hard:
+        assert response.status_code == 200 and f"\t{path}" in listing
+        return
+    assert response.status_code == 400 and response.json()["code"] == "memory-tool-error", response.content
+    assert "is not kept" in response.json()["detail"]
+    assert (listing, live_facts(alice)) == before
