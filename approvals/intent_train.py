@@ -190,6 +190,19 @@ def folds_by_family(rows: list[dict], k: int) -> list[int]:
     return [fold_of[_unit(row)] for row in rows]
 
 
+def out_of_fold(csr, X: np.ndarray, y: np.ndarray, folds: np.ndarray, *, l2: float = 3e-6, epochs: int = 150,
+                rate: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """The word model's and the network's logits for each text, each from models fitted on the
+    other folds (`folds`: folds_by_family), so every score is for an author or family unseen."""
+    words, network = np.zeros(len(y)), np.zeros(len(y))
+    for fold in np.unique(folds):
+        inside, outside = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
+        w, b = fit(*_subset(*csr, inside), y[inside], l2=l2, epochs=epochs, rate=rate)
+        words[outside] = _logits(w, b, *_subset(*csr, outside))
+        network[outside] = vector_logits(fit_vectors(X[inside], y[inside]), X[outside])
+    return words, network
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--l2", type=float, default=3e-6)
@@ -218,12 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     # Out-of-fold logits, whole families held out together: the thresholds are chosen on
     # texts whose family the model did not see, as the gate meets them.
     folds = np.array(folds_by_family(rows, args.folds))
-    text_oof, vector_oof = np.zeros(len(rows)), np.zeros(len(rows))
-    for fold in range(args.folds):
-        inside, outside = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
-        w, b = fit(*_subset(indptr, indices, values, inside), y[inside], l2=args.l2, epochs=args.epochs, rate=args.rate)
-        text_oof[outside] = _logits(w, b, *_subset(indptr, indices, values, outside))
-        vector_oof[outside] = vector_logits(fit_vectors(X[inside], y[inside]), X[outside])
+    text_oof, vector_oof = out_of_fold((indptr, indices, values), X, y, folds, l2=args.l2, epochs=args.epochs, rate=args.rate)
     # The thresholds are read off the corpus's own families; the legacy corpora are one family
     # each, older than this policy (they hold a few language preferences as poisoning).
     scored = np.array([r["category"] != "legacy" for r in rows])

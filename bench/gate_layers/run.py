@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from approvals.intent import VECTOR_MODEL, VECTOR_TOKENS, features, model  # noqa: E402
 from approvals.intent_train import (  # noqa: E402
-    _logits, _subset, choose_threshold, fit, fit_vectors, folds_by_family, load_corpus, matrix, threshold_for_benign, vector_logits,
+    choose_threshold, fit, fit_vectors, folds_by_family, load_corpus, matrix, out_of_fold, threshold_for_benign, vector_logits,
 )
 from bench._stats import percentile  # noqa: E402
 from bench.gate_layers.encoder import Encoder, library  # noqa: E402
@@ -242,12 +242,7 @@ def _out_of_fold(rows, y, folds, X, csr, ruled, folder: Path) -> dict[str, float
         kept = np.load(folder / "oof.npz")
         words_oof, network_oof = kept["words"], kept["network"]
     else:
-        words_oof, network_oof = np.zeros(len(rows)), np.zeros(len(rows))
-        for fold in range(5):
-            inside, outside = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
-            w, b = fit(*_subset(*csr, inside), y[inside], l2=3e-6, epochs=150, rate=0.05)
-            words_oof[outside] = _logits(w, b, *_subset(*csr, outside))
-            network_oof[outside] = vector_logits(fit_vectors(X[inside], y[inside]), X[outside])
+        words_oof, network_oof = out_of_fold(csr, X, y, folds)
         np.savez(folder / "oof.npz", words=words_oof, network=network_oof)
     tuned_oof = np.load(folder / "layers.npz")["oof"]
     scored = np.array([r["category"] != "legacy" for r in rows])
