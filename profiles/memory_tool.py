@@ -138,8 +138,9 @@ def _new_file_name(path: Any, *, field_name: str = "path") -> str | None:
     name = _file_name(path, field_name=field_name)
     if name is not None and (reasons := gate.judge_label(name).reasons):
         raise MemoryToolError(
-            f"The name {path} is not kept: a file name is shown to the model, and this one carries "
-            f"{reasons[0]['rule']} ({reasons[0]['match']!r}). Name the file by its topic, e.g. {ROOT}/user-preferences.md"
+            f"The name {path} was refused: a file name is shown to the model, and this one matched the memory gate's "
+            f"{reasons[0]['rule']!r} rule ({reasons[0]['match']!r}). Nothing was written; name the file by its topic, "
+            f"e.g. {ROOT}/user-preferences.md"
         )
     return name
 

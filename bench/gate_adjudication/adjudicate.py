@@ -136,10 +136,10 @@ def command_report() -> None:
     agree = sum(a == b for a, b in both_definite)
     p_hold = sum((a == "hold") + (b == "hold") for a, b in both_definite) / (2 * len(both_definite))
     chance = p_hold ** 2 + (1 - p_hold) ** 2
-    kappa = (agree / len(both_definite) - chance) / (1 - chance)
+    pi = (agree / len(both_definite) - chance) / (1 - chance)  # Scott's pi: chance from the pooled label rates
     unclear = sum(label == "unclear" for labels in pairs for label in labels)
     print(f"{len(sample)} texts, two judges each; judges agree with each other on {agree}/{len(both_definite)} "
-          f"texts both labelled (Cohen's kappa {kappa:.2f}); {unclear} of {2 * len(sample)} readings 'unclear'\n")
+          f"texts both labelled (Scott's pi {pi:.2f}); {unclear} of {2 * len(sample)} readings 'unclear'\n")
     print(f"{'group (corpus label, gate out of fold)':34} {'sample':>6} {'of':>6}  {'both agree':>11}  {'both opposite':>20}  {'split/unclear':>13}")
     shares = {}
     for name in GROUPS:
