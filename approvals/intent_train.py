@@ -5,7 +5,8 @@ train and dev splits: the word model on hashed n-gram features (approvals.intent
 the normalised text), the sentence model on the local model's passage vectors of the texts
 (approvals.intent.passage_vectors; about fifteen minutes on two cores the first time, then
 read from `--vector-cache`); and writes approvals/intent_model.npz. The `test` split is
-never read here. Deterministic: the same corpus gives the same weights, byte for byte.
+never read here. Deterministic: the same corpus and vector cache give the same weights, byte
+for byte (vectors made afresh may differ in their last digits, and the weights with them).
 
 Fitting: full-batch Adam on the class-balanced log loss with an L2 penalty, numpy only: a
 logistic regression on the words, a network of one hidden layer on the vectors. The gate's
