@@ -473,7 +473,7 @@ ROLE_MARKERS: list[_Pattern] = [
     _p(r"<\|\s*(?:im_start|im_end|im_sep|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id|begin_of_text|end_of_text|tool|ipython|fim_\w+)\s*\|>", rule="role-marker"),
     _p(r"<\|[a-z_]{2,30}\|>", rule="role-marker"),
     _p(r"\[/?inst\]|<</?sys>>|\[/?sys(?:tem)?\]|\[/?(?:assistant|user)\]", rule="role-marker"),
-    _p(r"(?:^|\n|\s)#{2,}\s*(?:system|instruction|instructions|assistant|user|response|human|ai|developer|prompt)\b", rule="role-marker"),
+    _p(r"(?<![\w#])#{2,}\s*(?:system|instruction|instructions|assistant|user|response|human|ai|developer|prompt)\b", rule="role-marker"),
     _p(r"(?:^|\n)\s*(?:system|assistant|developer|ai|sys)\s*:", rule="role-marker"),
     _p(r"(?:^|[.!?]\s)(?:system|assistant|developer)\s*:", rule="role-marker"),
     _p(r"</?\s*(?:system|instructions?|assistant|user|prompt|admin|developer|tool_call|tool_calls|function_call|context|im_start|im_end)\s*/?>", rule="role-marker"),
@@ -920,13 +920,22 @@ def unspaced_script(char: str) -> bool:
             or 0x0E00 <= code <= 0x0EFF or 0x1780 <= code <= 0x17FF or 0x1000 <= code <= 0x109F)
 
 
+# A line break or tab written as an escape ("\\n" in a JSON string sent as text): the model reads
+# it as a break, so the rules do too. Same length, so every span still points into the text.
+_ESCAPED_BREAK = re.compile(r"(?<!\\)\\[nrt]")
+
+
+def _escapes_as_spaces(text: str) -> str:
+    return _ESCAPED_BREAK.sub("  ", text)
+
+
 def hard_reasons(text: str, *, tool_names: Iterable[str] = ()) -> list[dict]:
     """The certain signals in `text` (every rule but `intent`); [] when there is none.
 
     Each reason is `{"rule", "match", "start"?, "end"?}`: the rule (module docstring),
     what it matched in normalised form, and where in `text` (when it can be mapped).
     """
-    text = text[:MAX_ANALYSED]
+    text = _escapes_as_spaces(text[:MAX_ANALYSED])
     names = [*BUILTIN_TOOL_NAMES, *(name for name in tool_names if isinstance(name, str) and name.strip())]
     tool_patterns = [(name, regex) for name in dict.fromkeys(names) if (regex := _tool_name_pattern(name)) is not None]
     collector = _Collector(text)
