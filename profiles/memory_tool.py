@@ -229,8 +229,10 @@ def _judge_prose(element: str) -> list[dict]:
 
 
 def _judge_line(role: md.Role) -> list[dict]:
-    """A line's text, and the topic file an index entry points to: a file name is a label."""
-    return gate.judge(role.text).reasons + (gate.judge_label(role.topic).reasons if role.topic else [])
+    """A line's text, and the topic file an index entry points to: a file name is a label. The
+    name is not in the fact's text, so its reasons carry no span a reviewer's view could mark."""
+    named = gate.judge_label(role.topic).reasons if role.topic else []
+    return gate.judge(role.text).reasons + [{k: v for k, v in r.items() if k not in ("start", "end")} for r in named]
 
 
 def _withhold(current: md.FileView | None, parsed: md.Parsed) -> tuple[str, list[tuple[md.Role, str, list[dict]]]]:
