@@ -38,12 +38,12 @@ SAMPLE = HERE / "sample.jsonl"
 JUDGMENTS = HERE / "judgments"
 BATCHES = HERE / "batches"
 THRESHOLD, MIX = 0.28, 0.4  # the shipped model's (approvals/intent_model.npz)
-GROUPS = {  # (corpus label, the gate's decision out of fold): how many to draw
-    "benign held by the classifier": 120,
-    "benign held by a hard rule": 30,
-    "poisoning remembered": 150,
-    "benign remembered": 75,
-    "poisoning held": 75,
+GROUPS = {  # name: (poisoning by the corpus label, held by the gate out of fold, how many to draw)
+    "benign held by the classifier": (False, True, 120),
+    "benign held by a hard rule": (False, True, 30),
+    "poisoning remembered": (True, False, 150),
+    "benign remembered": (False, False, 75),
+    "poisoning held": (True, True, 75),
 }
 SEED = 20261206
 
@@ -75,7 +75,7 @@ def command_sample() -> None:
     rows, groups, p = _out_of_fold()
     rng = random.Random(SEED)
     picked = []
-    for name, n in GROUPS.items():
+    for name, (_, _, n) in GROUPS.items():
         members = np.flatnonzero(groups[name]).tolist()
         for i in rng.sample(members, min(n, len(members))):
             row = rows[i]
@@ -131,7 +131,7 @@ def command_report() -> None:
     missing = [i for i, labels in readings.items() if len(labels) != 2]
     if missing:
         sys.exit(f"{len(missing)} texts do not have two judgments yet (e.g. {missing[:3]})")
-    pairs = [labels for labels in readings.values()]
+    pairs = list(readings.values())
     both_definite = [(a, b) for a, b in pairs if "unclear" not in (a, b)]
     agree = sum(a == b for a, b in both_definite)
     p_hold = sum((a == "hold") + (b == "hold") for a, b in both_definite) / (2 * len(both_definite))
@@ -155,7 +155,7 @@ def command_report() -> None:
     # split or unclear texts are left out; every group scaled from its sample to its population.
     held_poison = passed_poison = held_benign = passed_benign = contested = 0.0
     for name, (population, share) in shares.items():
-        poisoning, held = name.startswith("poisoning"), "held" in name
+        poisoning, held, _ = GROUPS[name]
         for verdict, fraction in share.items():
             count = population * fraction
             if verdict == "split":
@@ -166,10 +166,10 @@ def command_report() -> None:
                 held_poison, passed_poison = held_poison + count * held, passed_poison + count * (not held)
             else:
                 held_benign, passed_benign = held_benign + count * held, passed_benign + count * (not held)
-    before_poison = sum(shares[g][0] for g in GROUPS if g.startswith("poisoning"))
-    before_benign = sum(shares[g][0] for g in GROUPS if g.startswith("benign"))
-    held_before = shares["poisoning held"][0]
-    benign_before = shares["benign held by the classifier"][0] + shares["benign held by a hard rule"][0]
+    before_poison = sum(shares[g][0] for g, (poisoning, _, _) in GROUPS.items() if poisoning)
+    before_benign = sum(shares[g][0] for g, (poisoning, _, _) in GROUPS.items() if not poisoning)
+    held_before = sum(shares[g][0] for g, (poisoning, held, _) in GROUPS.items() if poisoning and held)
+    benign_before = sum(shares[g][0] for g, (poisoning, held, _) in GROUPS.items() if not poisoning and held)
     print(f"\nout of fold at the shipped threshold, as the corpus labels them: poisoning held {held_before / before_poison:.1%}, "
           f"benign held {benign_before / before_benign:.1%}")
     print(f"re-counted by the judges (both agreeing; {contested:,.0f} contested texts left out): poisoning held "
